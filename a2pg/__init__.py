@@ -1,0 +1,120 @@
+"""a2pg: the production store of the A2 session runtime, on PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    A2Error,
+    IdempotencyConflict,
+    InvalidArgument,
+    PartialDuplicateBatch,
+    SessionCleared,
+    StoreNotConfigured,
+    SupersededAttempt,
+)
+from .models import (
+    CLEAR_EVENT_TYPE,
+    AppendResult,
+    AttemptRef,
+    Busy,
+    Cause,
+    Claimed,
+    ClaimRef,
+    ClaimResult,
+    ClearResult,
+    Completed,
+    CompleteResult,
+    Completion,
+    Consumer,
+    Cursor,
+    Dispatch,
+    FailResult,
+    Head,
+    LogSpec,
+    NewEvent,
+    PresenceRow,
+    ReclaimResult,
+    RedriveResult,
+    RenewResult,
+    SessionInfo,
+    Settled,
+    SnapshotWrite,
+    StateRead,
+    StoredEvent,
+    Superseded,
+    Target,
+    WakeLogResult,
+)
+from .store import Presence, Store
+from .validation import Limits
+
+if TYPE_CHECKING:
+    from .memory import MemoryStore
+    from .postgres import PostgresStore
+    from .worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CLEAR_EVENT_TYPE",
+    "A2Error",
+    "AppendResult",
+    "AttemptRef",
+    "Busy",
+    "Cause",
+    "ClaimRef",
+    "ClaimResult",
+    "Claimed",
+    "ClearResult",
+    "CompleteResult",
+    "Completed",
+    "Completion",
+    "Consumer",
+    "Cursor",
+    "Dispatch",
+    "FailResult",
+    "Head",
+    "IdempotencyConflict",
+    "InvalidArgument",
+    "Limits",
+    "LogSpec",
+    "MemoryStore",
+    "NewEvent",
+    "PartialDuplicateBatch",
+    "PostgresStore",
+    "Presence",
+    "PresenceRow",
+    "ReclaimResult",
+    "RedriveResult",
+    "RenewResult",
+    "SessionCleared",
+    "SessionInfo",
+    "Settled",
+    "SnapshotWrite",
+    "StateRead",
+    "Store",
+    "StoreNotConfigured",
+    "StoredEvent",
+    "Superseded",
+    "SupersededAttempt",
+    "Target",
+    "WakeLogResult",
+    "Worker",
+]
+
+_LAZY = {
+    "MemoryStore": ".memory",
+    "PostgresStore": ".postgres",
+    "Worker": ".worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Backends and the worker load on first use, so importing a2pg stays cheap."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'a2pg' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(module, __name__), name)

@@ -1,0 +1,314 @@
+"""The contract's value types: what callers pass in and what every backend hands back.
+
+All are frozen dataclasses so results can be compared, hashed where their fields
+allow, and shared between tasks without defensive copies. Times are aware UTC
+``datetime``; durations (``ttl``, ``retry_after``) are seconds as ``float``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypeAlias
+
+JSON: TypeAlias = Any
+"""Any JSON value: ``None``, ``bool``, ``int``, ``float``, ``str``, lists and str-keyed dicts."""
+
+CLEAR_EVENT_TYPE = "a2.cleared"
+"""The type of the marker event ``clear`` appends."""
+
+CursorKind = Literal["event", "lane", "log"]
+FailOutcome = Literal["failed", "dead_lettered", "superseded"]
+RedriveAction = Literal["retry", "skip"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A consumer an event is addressed to: alone (``lane=None``) or queued on a lane FIFO."""
+
+    consumer: str
+    lane: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """Names one cursor's head: the cursor ``(consumer, lane)`` at ``index``."""
+
+    consumer: str
+    lane: str | None
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRef:
+    """Names one attempt of a head; the attempt number is the fencing token."""
+
+    consumer: str
+    lane: str | None
+    index: int
+    attempt: int
+
+    @property
+    def ref(self) -> ClaimRef:
+        return ClaimRef(self.consumer, self.lane, self.index)
+
+
+Cause = AttemptRef
+"""The consumer attempt whose completion appended an event."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append. A missing ``id`` is generated (time-ordered)."""
+
+    type: str
+    payload: JSON = None
+    id: str | None = None
+    cause: Cause | None = None
+    targets: Sequence[Target] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as stored: its place in the session log and when the batch committed."""
+
+    id: str
+    type: str
+    payload: JSON
+    index: int
+    session_id: str
+    created_at: datetime
+    cause: Cause | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogSpec:
+    """How a log consumer follows a session: which lane, which types, from where."""
+
+    lane: str = "log"
+    types: tuple[str, ...] | None = None
+    backfill: bool = False
+
+    def takes(self, event_type: str) -> bool:
+        """Whether the log cursor stops at events of this type (never the clear marker)."""
+        return event_type != CLEAR_EVENT_TYPE and (self.types is None or event_type in self.types)
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    """A named consumer: targeted (``log=None``) or a log consumer."""
+
+    name: str
+    log: LogSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """The bookkeeping of one head's attempts; reset whenever the head moves."""
+
+    attempt_count: int = 0
+    first_claimed_at: datetime | None = None
+    last_claimed_at: datetime | None = None
+    claim_holder: str | None = None
+    claim_expires_at: datetime | None = None
+    failure_count: int = 0
+    last_failed_at: datetime | None = None
+    last_failed_attempt: int | None = None
+    last_error: str | None = None
+    failed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """One unit of consumer work: where it is (``position``) and what it does now (``head``)."""
+
+    consumer: str
+    lane: str | None
+    kind: CursorKind
+    position: int
+    head: int | None
+    dispatch: Dispatch = field(default_factory=Dispatch)
+
+    @property
+    def dead_lettered(self) -> bool:
+        return self.dispatch.failed_at is not None
+
+    @property
+    def blocked(self) -> bool:
+        """A dead-lettered lane or log head holds back every later event of its cursor."""
+        return self.dead_lettered and self.kind != "event"
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """What a claim hands a worker: the event at a cursor's head and its dispatch state."""
+
+    event: StoredEvent
+    consumer: str
+    lane: str | None
+    dispatch: Dispatch
+    clear_index: int | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.event.session_id
+
+    @property
+    def index(self) -> int:
+        return self.event.index
+
+    @property
+    def attempt(self) -> int:
+        """The attempt this claim is; pass it back to complete, fail or renew."""
+        return self.dispatch.attempt_count
+
+    @property
+    def failure_count(self) -> int:
+        return self.dispatch.failure_count
+
+    @property
+    def ref(self) -> ClaimRef:
+        return ClaimRef(self.consumer, self.lane, self.event.index)
+
+    @property
+    def attempt_ref(self) -> AttemptRef:
+        return AttemptRef(self.consumer, self.lane, self.event.index, self.dispatch.attempt_count)
+
+    @property
+    def dead_lettered(self) -> bool:
+        return self.dispatch.failed_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    events: list[StoredEvent]
+    has_pending: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WakeLogResult:
+    cursor: Cursor
+    head: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """Heads claimed (or dead-lettered by this claim), and the session head."""
+
+    heads: list[Head]
+    head: int
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """Nothing claimable now; the earliest held or backing-off head frees at ``retry_at``."""
+
+    retry_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """Nothing left to do for the served consumers."""
+
+
+ClaimResult: TypeAlias = Claimed | Busy | Settled
+
+
+@dataclass(frozen=True, slots=True)
+class RenewResult:
+    renewed: list[ClaimRef]
+    superseded: list[ClaimRef]
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    events: list[StoredEvent]
+
+
+@dataclass(frozen=True, slots=True)
+class Superseded:
+    """The attempt is no longer current: its result must be discarded."""
+
+
+CompleteResult: TypeAlias = Completed | Superseded
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One completion of a ``complete_attempts`` batch."""
+
+    session_id: str
+    consumer: str
+    lane: str | None
+    index: int
+    attempt: int
+    events: Sequence[NewEvent] = ()
+    consumers: Sequence[Consumer] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FailResult:
+    outcome: FailOutcome
+    failure_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class RedriveResult:
+    redriven: bool
+    has_pending: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotWrite:
+    """A reducer fold through ``index``; ``pins`` keep it while those heads are unfinished."""
+
+    index: int
+    state: JSON
+    pins: Sequence[ClaimRef] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StateRead:
+    """The newest usable snapshot (``snapshot_index`` 0 and ``state`` None when none) and the
+    events after it through the requested index."""
+
+    snapshot_index: int
+    state: JSON
+    events: list[StoredEvent]
+    head: int
+    clear_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClearResult:
+    cleared: bool
+    index: int
+    clear_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimResult:
+    deleted: int
+    done: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceRow:
+    participant: str
+    field: str
+    value: JSON
+    seen: JSON
+    at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session as listings show it."""
+
+    session_id: str
+    head: int
+    clear_index: int
+    pending: int
+    dead_letters: int

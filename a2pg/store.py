@@ -1,0 +1,191 @@
+"""The async ``Store`` protocol every backend satisfies (structurally, without inheritance)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from .models import (
+    JSON,
+    AppendResult,
+    AttemptRef,
+    ClaimRef,
+    ClaimResult,
+    ClearResult,
+    CompleteResult,
+    Completion,
+    Consumer,
+    Cursor,
+    FailResult,
+    Head,
+    NewEvent,
+    PresenceRow,
+    ReclaimResult,
+    RedriveAction,
+    RedriveResult,
+    RenewResult,
+    SessionInfo,
+    SnapshotWrite,
+    StateRead,
+    StoredEvent,
+    WakeLogResult,
+)
+
+
+@runtime_checkable
+class Presence(Protocol):
+    """Short-lived per-participant values: last writer wins per field, until it expires."""
+
+    async def write(
+        self,
+        ns: str,
+        participant: str,
+        values: Mapping[str, JSON],
+        *,
+        at: datetime,
+        seen: JSON,
+        ttl: float,
+    ) -> dict[str, JSON]:
+        """Writes the fields that win against what is stored; returns those applied."""
+        ...
+
+    async def read(self, ns: str) -> list[PresenceRow]:
+        """Live, non-null fields by participant then field; sweeps expired rows."""
+        ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    """The A2 session store contract (SPEC.md section 2)."""
+
+    @property
+    def presence(self) -> Presence: ...
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[NewEvent],
+        *,
+        consumers: Sequence[Consumer] | None = None,
+        origin_index: int | None = None,
+    ) -> AppendResult: ...
+
+    async def read(
+        self,
+        session_id: str,
+        *,
+        after: int | None = None,
+        through: int | None = None,
+        types: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[StoredEvent]: ...
+
+    async def wake_log(self, session_id: str, consumer: Consumer) -> WakeLogResult: ...
+
+    async def cursors(self, session_id: str) -> list[Cursor]: ...
+
+    async def claim_available(
+        self,
+        session_id: str,
+        *,
+        holder: str,
+        ttl: float,
+        exclude: Sequence[ClaimRef] = (),
+        consumers: Sequence[Consumer] | None = None,
+        max_failures: int | None = None,
+        through: int | None = None,
+    ) -> ClaimResult: ...
+
+    async def claim_any(
+        self,
+        *,
+        holder: str,
+        ttl: float,
+        consumers: Sequence[Consumer] | None = None,
+        limit: int = 10,
+        max_failures: int | None = None,
+    ) -> list[Head]: ...
+
+    async def renew_claims(
+        self, session_id: str, *, holder: str, claims: Sequence[AttemptRef], ttl: float
+    ) -> RenewResult: ...
+
+    async def complete_attempt(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        lane: str | None,
+        index: int,
+        attempt: int,
+        events: Sequence[NewEvent] = (),
+        consumers: Sequence[Consumer] | None = None,
+    ) -> CompleteResult: ...
+
+    async def complete_attempts(
+        self, completions: Sequence[Completion]
+    ) -> list[CompleteResult]: ...
+
+    async def fail_attempt(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        lane: str | None,
+        index: int,
+        attempt: int,
+        error: str,
+        max_failures: int,
+        retry_after: float | None = None,
+    ) -> FailResult: ...
+
+    async def dead_letters(self, session_id: str) -> list[Head]: ...
+
+    async def redrive(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        index: int,
+        action: RedriveAction,
+        consumers: Sequence[Consumer] | None = None,
+    ) -> RedriveResult: ...
+
+    async def read_state(
+        self, session_id: str, reducer: str, *, through: int | None = None
+    ) -> StateRead: ...
+
+    async def put_snapshots(
+        self, session_id: str, reducer: str, writes: Sequence[SnapshotWrite]
+    ) -> None: ...
+
+    async def clear(
+        self,
+        session_id: str,
+        *,
+        if_last_index: int | None = None,
+        cause: AttemptRef | None = None,
+    ) -> ClearResult: ...
+
+    async def reclaim(self, session_id: str) -> ReclaimResult: ...
+
+    def stream(self, session_id: str, *, after: int = 0) -> AsyncIterator[StoredEvent]:
+        """Stored events after ``after``, then live as they commit: in order, no gaps."""
+        ...
+
+    def wakeups(self) -> AsyncIterator[str | None]:
+        """Yields whenever claimable work may have appeared (a session id where known)."""
+        ...
+
+    async def register_consumers(self, consumers: Sequence[Consumer]) -> None: ...
+
+    async def unregister_consumers(self, names: Sequence[str]) -> None: ...
+
+    async def registered_consumers(self) -> list[Consumer]: ...
+
+    async def sessions(self, *, after: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """Sessions by id after ``after``, for listings."""
+        ...
+
+    async def close(self) -> None: ...
