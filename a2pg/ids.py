@@ -37,3 +37,37 @@ def uuid7() -> str:
 
 def system_clock() -> datetime:
     return datetime.now(UTC)
+
+
+class FakeClock:
+    """A clock tests move by hand, so leases and backoffs expire without sleeping.
+
+    Starts at a fixed instant (microsecond precision, as PostgreSQL stores it).
+    """
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        from datetime import timedelta
+
+        self._now += timedelta(seconds=seconds)
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        self._now = when
+
+
+class SequentialIds:
+    """Predictable ids (``prefix-1``, ``prefix-2``, ...) for tests."""
+
+    def __init__(self, prefix: str = "id") -> None:
+        self._prefix = prefix
+        self._next = 0
+
+    def __call__(self) -> str:
+        self._next += 1
+        return f"{self._prefix}-{self._next:08d}"
