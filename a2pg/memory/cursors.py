@@ -1,0 +1,153 @@
+"""Cursor mechanics: starting work for new events, waking log cursors, and advancing heads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..models import CLEAR_EVENT_TYPE, ClaimRef, Consumer, Cursor, LogSpec, NewEvent
+from .state import FRESH, CursorState, Done, Row, SessionState, cursor_key
+
+
+def takes(types: tuple[str, ...] | None, event_type: str) -> bool:
+    """Whether a log cursor of these types stops at this event (never the clear marker)."""
+    return event_type != CLEAR_EVENT_TYPE and (types is None or event_type in types)
+
+
+def types_of(log: LogSpec) -> tuple[str, ...] | None:
+    return None if log.types is None else tuple(log.types)
+
+
+def next_log_head(session: SessionState, after: int, types: tuple[str, ...] | None) -> int | None:
+    """The first event after ``after`` a log cursor of ``types`` takes, or None."""
+    for position in range(max(after, session.offset) - session.offset, len(session.rows)):
+        row = session.rows[position]
+        if takes(types, row.type):
+            return row.index
+    return None
+
+
+def set_head(session: SessionState, cursor: CursorState, head: int | None, now: datetime) -> None:
+    """Moves a cursor to a new head (or idle): fresh bookkeeping, ready from ``now``."""
+    cursor.head = head
+    cursor.dispatch = FRESH
+    session.set_ready(cursor, None if head is None else now)
+    if head is not None:
+        session.new_work = True
+
+
+def open_log_cursor(
+    session: SessionState, name: str, log: LogSpec, position: int, now: datetime
+) -> CursorState:
+    """A new log cursor at ``position``; with backfill it takes its first event at once."""
+    cursor = CursorState(name, log.lane, "log", position, types=types_of(log))
+    session.cursors[cursor_key(name, log.lane, 0)] = cursor
+    if log.backfill:
+        set_head(session, cursor, next_log_head(session, position, cursor.types), now)
+    return cursor
+
+
+def wake_idle(session: SessionState, cursor: CursorState, log: LogSpec, now: datetime) -> None:
+    """Records the consumer's types; an idle log cursor takes its next event of them."""
+    cursor.types = types_of(log)
+    if cursor.head is None:
+        set_head(session, cursor, next_log_head(session, cursor.position, cursor.types), now)
+
+
+def enqueue(
+    session: SessionState,
+    rows: Sequence[Row],
+    events: Sequence[NewEvent],
+    base: int,
+    wake: Sequence[Consumer],
+    now: datetime,
+) -> None:
+    """Starts the cursor work an inserted batch carries: targets, then log consumer wakes.
+
+    A target repeated within one event counts once.
+    """
+    for row, event in zip(rows, events, strict=True):
+        for target in dict.fromkeys(event.targets):
+            key = cursor_key(target.consumer, target.lane, row.index)
+            if target.lane is None:
+                cursor = CursorState(target.consumer, None, "event", row.index - 1)
+                session.cursors[key] = cursor
+                set_head(session, cursor, row.index, now)
+                continue
+            lane = session.cursors.get(key)
+            if lane is None:
+                lane = CursorState(target.consumer, target.lane, "lane", session.clear_index)
+                session.cursors[key] = lane
+            lane.queue.append(row.index)
+            if lane.head is None:
+                set_head(session, lane, row.index, now)
+    for consumer in wake:
+        log = consumer.log
+        if log is None:
+            continue
+        types = types_of(log)
+        first = next((row.index for row in rows if takes(types, row.type)), None)
+        if first is None:
+            continue
+        existing = session.cursors.get(cursor_key(consumer.name, log.lane, 0))
+        if existing is None:
+            position = session.clear_index if log.backfill else base
+            cursor = open_log_cursor(session, consumer.name, log, position, now)
+            if not log.backfill:
+                set_head(session, cursor, first, now)
+        elif existing.kind == "log":
+            wake_idle(session, existing, log, now)
+
+
+def refresh_types(session: SessionState, consumers: Sequence[Consumer]) -> None:
+    """Records each declared log consumer's current types on its cursor (``refreshLogTypes``)."""
+    for consumer in consumers:
+        if consumer.log is None:
+            continue
+        cursor = session.cursors.get(cursor_key(consumer.name, consumer.log.lane, 0))
+        if cursor is not None and cursor.kind == "log":
+            cursor.types = types_of(consumer.log)
+
+
+def advance(session: SessionState, cursor: CursorState, done: Done, now: datetime) -> None:
+    """Moves a cursor past its head: an event cursor finishes (and leaves ``cursors``), a lane
+    takes its next queued event, a log cursor its next event of its types.
+
+    ``done`` is recorded so a retried completion can be recognised; a log cursor keeps
+    only its last completion, as the seeds do.
+    """
+    finished = cursor.head
+    assert finished is not None
+    session.snapshots.release(ClaimRef(cursor.consumer, cursor.lane, finished))
+    cursor.position = finished
+    if cursor.kind == "event":
+        key = cursor.key
+        del session.cursors[key]
+        session.finished[key] = done
+        return
+    if cursor.kind == "lane":
+        cursor.queue.popleft()
+        cursor.completions[finished] = done
+        set_head(session, cursor, cursor.queue[0] if cursor.queue else None, now)
+        return
+    if done.attempt is not None:
+        cursor.completions = {finished: done}
+    set_head(session, cursor, next_log_head(session, finished, cursor.types), now)
+
+
+def has_pending(session: SessionState | None, consumers: Sequence[Consumer] | None) -> bool:
+    """Some served cursor (all when ``consumers`` is None) has a live, not dead-lettered head."""
+    if session is None:
+        return False
+    names = None if consumers is None else {consumer.name for consumer in consumers}
+    return any(
+        cursor.head is not None
+        and cursor.dispatch.failed_at is None
+        and (names is None or cursor.consumer in names)
+        for cursor in session.cursors.values()
+    )
+
+
+def listing_order(cursor: Cursor) -> tuple[str, bool, str, int]:
+    """By consumer, then named lanes by name, then event cursors by head."""
+    return (cursor.consumer, cursor.lane is None, cursor.lane or "", cursor.head or 0)
