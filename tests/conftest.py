@@ -1,0 +1,51 @@
+"""Suite-wide hooks: mark PostgreSQL tests, count them, and fail their skips in CI."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+
+import pytest
+
+from a2pg.testing import POSTGRES_FIXTURES
+
+_NEEDS_POSTGRES = POSTGRES_FIXTURES | {"private_postgres"}
+Outcomes = dict[str, set[str]]
+_OUTCOMES = pytest.StashKey[Outcomes]()
+
+
+def _outcomes(config: pytest.Config) -> Outcomes:
+    empty: Outcomes = {"ran": set(), "skipped": set()}
+    return config.stash.setdefault(_OUTCOMES, empty)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m postgres` selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _NEEDS_POSTGRES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if item.get_closest_marker("postgres") is None or hasattr(report, "wasxfail"):
+        return report
+    outcomes = _outcomes(item.config)
+    if report.skipped:
+        outcomes["skipped"].add(item.nodeid)
+        if os.environ.get("CI") == "true":
+            report.outcome = "failed"
+            report.longrepr = f"a PostgreSQL test was skipped in CI: {report.longrepr}"
+    elif report.when == "call":
+        outcomes["ran"].add(item.nodeid)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    outcomes = _outcomes(terminalreporter.config)
+    terminalreporter.write_line(
+        f"a2pg: {len(outcomes['ran'])} PostgreSQL tests ran, {len(outcomes['skipped'])} skipped"
+    )
