@@ -1,0 +1,484 @@
+"""The worker runtime: claims an App's heads and runs its handlers, via the Store protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import os
+import signal
+import socket
+import uuid
+from types import TracebackType
+from typing import Any
+
+from .backoff import Backoff
+from .models import Head
+from .store import Store
+from .worker_app import App, Handler, HandlerResult
+from .worker_attempt import Attempt, AttemptRunner, WorkerStats
+from .worker_batch import CompletionBatcher
+from .worker_lease import LeaseRenewer
+
+__all__ = ["App", "Backoff", "Handler", "HandlerResult", "Worker", "WorkerStats", "serve"]
+
+log = logging.getLogger("a2pg.worker")
+
+
+def default_holder() -> str:
+    """``host:pid:random``: unique per worker, and says where a lease came from."""
+    return f"{socket.gethostname()[:200]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    """Runs an ``App``'s handlers against any ``Store``: claim, run, renew, complete or fail.
+
+    Per process: at most ``concurrency`` handlers running (finished attempts waiting
+    for their batch do not count, up to another ``concurrency`` of them), claimed at
+    most ``claim_batch`` at a time with ``claim_any``; leases renewed every
+    ``renew_interval`` (ttl/3) seconds; completions sent in batches of up to
+    ``flush_size`` or after ``flush_interval`` seconds; failures retried after
+    ``backoff`` until ``max_failures`` dead-letters the head. Returned events without
+    an id get one derived from the attempt and position (``returned_event_id``), so a
+    re-sent completion replays instead of appending twice.
+
+    When ``claim_any`` finds nothing the worker sleeps until ``store.wakeups()`` says
+    work may have appeared, ``poll_interval`` passes (covers missed notifications and
+    other holders' lapsed leases), or one of its own backoffs ends, whichever first.
+
+    Entry points: ``await run()`` (until ``stop()``), ``run_with_signals()`` (SIGTERM /
+    SIGINT stop gracefully; a second signal forces), ``async with worker:`` (runs in
+    the background for the block), ``run_until_idle()`` (tests, demos).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        app: App,
+        *,
+        concurrency: int = 10,
+        claim_batch: int | None = None,
+        ttl: float = 30.0,
+        max_failures: int = 5,
+        backoff: Backoff | None = None,
+        flush_interval: float = 0.005,
+        flush_size: int | None = None,
+        poll_interval: float = 1.0,
+        holder: str | None = None,
+        shutdown_grace: float = 30.0,
+        renew_interval: float | None = None,
+        cleanup_timeout: float = 10.0,
+    ) -> None:
+        if len(app) == 0:
+            raise ValueError("the app declares no consumers: nothing to work on")
+        _check_count(concurrency, "concurrency")
+        _check_count(max_failures, "max_failures")
+        for value, what in ((ttl, "ttl"), (flush_interval, "flush_interval")):
+            _check_seconds(value, what)
+        for value, what in ((poll_interval, "poll_interval"), (shutdown_grace, "shutdown_grace")):
+            _check_seconds(value, what)
+        self.store = store
+        self.app = app
+        self.concurrency = concurrency
+        self.claim_batch = _check_count(
+            concurrency if claim_batch is None else claim_batch, "claim_batch"
+        )
+        self.ttl = ttl
+        self.max_failures = max_failures
+        self.backoff = backoff or Backoff()
+        self.poll_interval = poll_interval
+        self.holder = holder or default_holder()
+        self.shutdown_grace = shutdown_grace
+        self.renew_interval = _check_seconds(
+            ttl / 3 if renew_interval is None else renew_interval, "renew_interval"
+        )
+        self.cleanup_timeout = _check_seconds(cleanup_timeout, "cleanup_timeout")
+        self.flush_interval = flush_interval
+        self.flush_size = _check_count(
+            min(concurrency, 256) if flush_size is None else flush_size, "flush_size"
+        )
+        self.stats = WorkerStats()
+        self._consumers = app.consumers
+        self._inflight: dict[tuple[object, ...], Attempt] = {}
+        self._wake = asyncio.Event()
+        self._slot = asyncio.Event()
+        self._force = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._idle_changed = asyncio.Event()
+        self._claims_started = 0
+        self._idle_seq = 0
+        self._retry_times: list[float] = []
+        self._started = False
+        self._claiming = False
+        self._services: dict[str, asyncio.Task[None]] = {}
+        self._run_task: asyncio.Task[None] | None = None
+        self._runner: AttemptRunner | None = None
+        self._renewer: LeaseRenewer | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Registers the log consumers and starts the flusher, renewer and wakeup listener."""
+        if self._started:
+            return
+        self._bind_events()
+        log_consumers = self.app.log_consumers
+        if log_consumers:
+            await self.store.register_consumers(log_consumers)
+        batcher = CompletionBatcher(
+            self.store,
+            size=self.flush_size,
+            interval=self.flush_interval,
+            on_batch=self._count_flush,
+        )
+        batcher.start()
+        self._runner = AttemptRunner(
+            self.store,
+            self.app,
+            batcher,
+            holder=self.holder,
+            max_failures=self.max_failures,
+            backoff=self.backoff,
+            concurrency=self.concurrency,
+            stats=self.stats,
+            on_retry=self._note_retry,
+            on_handler_done=self._handler_done,
+        )
+        self._renewer = LeaseRenewer(self.store, self._runner, holder=self.holder, ttl=self.ttl)
+        self._services = {
+            "renewer": asyncio.create_task(self._renew_loop(), name="a2pg-worker-renewer"),
+            "listener": asyncio.create_task(self._listen(), name="a2pg-worker-wakeups"),
+        }
+        self._started = True
+        for _ in range(3):  # let the listener subscribe before the first claim
+            await asyncio.sleep(0)
+
+    def _bind_events(self) -> None:
+        """Fresh events for this run's loop (a worker may be run again under another loop)."""
+        stop, force = self._stop.is_set(), self._force.is_set()
+        self._wake, self._slot, self._idle_changed = (
+            asyncio.Event(),
+            asyncio.Event(),
+            asyncio.Event(),
+        )
+        self._stop, self._force = asyncio.Event(), asyncio.Event()
+        if stop:
+            self._stop.set()
+        if force:
+            self._force.set()
+
+    def stop(self, *, force: bool = False) -> None:
+        """Stops claiming; in-flight attempts get ``shutdown_grace`` seconds (none if forced)."""
+        self._stop.set()
+        self._wake.set()
+        self._slot.set()
+        if force:
+            self._force.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def in_flight(self) -> int:
+        """Attempts claimed and not yet settled (running, or waiting for their batch)."""
+        return len(self._inflight)
+
+    @property
+    def queued_completions(self) -> int:
+        """Finished attempts whose completion waits for the next batch."""
+        return 0 if self._runner is None else self._runner.batcher.queued
+
+    async def run(self) -> None:
+        """Claims and runs work until ``stop()``; then drains and stops cleanly."""
+        if self._claiming:
+            raise RuntimeError("this worker is already running")
+        await self.start()
+        log.info(
+            "worker %s serving %s (concurrency %d)",
+            self.holder,
+            ", ".join(c.name for c in self._consumers),
+            self.concurrency,
+        )
+        try:
+            await self._claim_loop(until_idle=False)
+        except asyncio.CancelledError:
+            self._force.set()
+            raise
+        finally:
+            await self._shutdown()
+
+    async def run_with_signals(self) -> None:
+        """``run()``, stopping gracefully on SIGTERM or SIGINT; a second signal forces."""
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+
+        def on_signal(signum: signal.Signals) -> None:
+            forced = self.stopping
+            log.warning("%s: %s", signum.name, "stopping now" if forced else "draining")
+            self.stop(force=forced)
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(signum, on_signal, signum)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                continue
+            installed.append(signum)
+        try:
+            await self.run()
+        finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+
+    async def run_until_idle(self) -> None:
+        """Works until ``claim_any`` finds nothing and nothing is in flight.
+
+        Heads backing off after a failure are not waited for: move the clock and call
+        again. Inside ``async with worker:`` this waits for the background run to idle.
+        """
+        if self._run_task is not None or self._claiming:
+            await self.wait_idle()
+            return
+        await self.start()
+        try:
+            await self._claim_loop(until_idle=True)
+        except asyncio.CancelledError:
+            self._force.set()  # cancelled (a timeout?): release, do not wait out the grace
+            raise
+        finally:
+            await self._shutdown()
+
+    async def wait_idle(self) -> None:
+        """Waits until a claim begun after this call found nothing, with nothing in flight."""
+        want = self._claims_started + 1
+        self._wake.set()
+        while self._idle_seq < want:
+            self._idle_changed.clear()
+            waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._idle_changed.wait())]
+            if self._run_task is not None:
+                waiters.append(self._run_task)
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            waiters[0].cancel()
+            if self._run_task is not None and self._run_task.done():
+                self._run_task.result()
+                raise RuntimeError("the worker stopped before it was idle")
+
+    async def __aenter__(self) -> Worker:
+        await self.start()
+        self._run_task = asyncio.create_task(self.run(), name="a2pg-worker")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop(force=exc is not None)  # a failing block should not wait out the grace
+        task, self._run_task = self._run_task, None
+        if task is not None:
+            await task
+
+    # ------------------------------------------------------------------ claiming
+
+    async def _claim_loop(self, *, until_idle: bool) -> None:
+        self._claiming = True
+        try:
+            while not self._stop.is_set():
+                free = self._free()
+                if free <= 0:
+                    self._slot.clear()
+                    await _wait_any(self._slot)
+                    continue
+                self._wake.clear()
+                self._slot.clear()
+                limit = min(self.claim_batch, free)
+                self._claims_started += 1
+                seq = self._claims_started
+                try:
+                    heads = await self.store.claim_any(
+                        holder=self.holder,
+                        ttl=self.ttl,
+                        consumers=self._consumers,
+                        limit=limit,
+                        max_failures=self.max_failures,
+                    )
+                except Exception:
+                    if until_idle:
+                        raise
+                    self.stats.store_errors += 1
+                    log.exception("claim_any failed; trying again in %.1fs", self.poll_interval)
+                    await _wait_any(self._stop, within=self.poll_interval)
+                    continue
+                for head in heads:
+                    self._begin(head)
+                if len(heads) >= limit:
+                    continue
+                if not self._inflight:
+                    self._idle_seq = seq
+                    self._idle_changed.set()
+                    if until_idle:
+                        return
+                if until_idle:
+                    await _wait_any(self._slot, self._wake)
+                else:
+                    await _wait_any(self._wake, within=self._idle_timeout())
+        finally:
+            self._claiming = False
+
+    def _free(self) -> int:
+        """How many more heads to claim now.
+
+        ``concurrency`` bounds running handlers. Finished attempts waiting for their
+        batch do not hold a slot, so the next claim overlaps the previous completion's
+        round trip; they are capped at another ``concurrency`` for back-pressure.
+        """
+        running = 0 if self._runner is None else self._runner.running
+        return min(self.concurrency - running, 2 * self.concurrency - len(self._inflight))
+
+    def _begin(self, head: Head) -> None:
+        assert self._runner is not None
+        attempt = self._runner.begin(head, on_done=self._finish)
+        if attempt is not None:
+            self._inflight[attempt.key] = attempt
+
+    def _handler_done(self) -> None:
+        self._slot.set()
+
+    def _finish(self, attempt: Attempt) -> None:
+        self._inflight.pop(attempt.key, None)
+        self._slot.set()
+        if not self._inflight:
+            self._wake.set()  # confirm idleness (or find what our completions created)
+
+    def _note_retry(self, retry_after: float) -> None:
+        heapq.heappush(self._retry_times, asyncio.get_running_loop().time() + retry_after)
+
+    def _idle_timeout(self) -> float:
+        now = asyncio.get_running_loop().time()
+        while self._retry_times and self._retry_times[0] <= now:
+            heapq.heappop(self._retry_times)
+        if not self._retry_times:
+            return self.poll_interval
+        return min(self.poll_interval, self._retry_times[0] - now + 0.001)
+
+    def _count_flush(self, size: int) -> None:
+        self.stats.flushes += 1
+
+    # ------------------------------------------------------- leases and wakeups
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.renew_interval)
+            await self.renew_leases()
+
+    async def renew_leases(self, *, force: bool = False) -> None:
+        """One renewal pass: extends leases older than half a renew interval (all if forced).
+
+        Attempts the store reports superseded are cancelled and their results dropped.
+        """
+        if self._renewer is None:
+            return
+        now = asyncio.get_running_loop().time()
+        due = [
+            attempt
+            for attempt in self._inflight.values()
+            if force or now - attempt.leased_at >= self.renew_interval / 2
+        ]
+        if due:
+            self.stats.store_errors += await self._renewer.renew(due, now)
+
+    async def _listen(self) -> None:
+        while True:
+            wakeups = self.store.wakeups()
+            try:
+                async for _session_id in wakeups:
+                    self._wake.set()
+            except Exception as error:
+                self.stats.store_errors += 1
+                log.warning("wakeup listener failed (%r); polling meanwhile", error)
+            finally:
+                aclose = getattr(wakeups, "aclose", None)
+                if aclose is not None:
+                    with contextlib.suppress(Exception):
+                        await aclose()
+            await asyncio.sleep(self.poll_interval)
+            self._wake.set()  # anything may have happened while we were not listening
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def _shutdown(self) -> None:
+        if not self._started:
+            return
+        self.stop()
+        runner = self._runner
+        assert runner is not None
+        tasks = [a.task for a in self._inflight.values() if a.task is not None]
+        if tasks and not self._force.is_set():
+            log.info("draining %d attempts (grace %.1fs)", len(tasks), self.shutdown_grace)
+            drained = asyncio.ensure_future(asyncio.wait(tasks))
+            forced = asyncio.ensure_future(self._force.wait())
+            await asyncio.wait(
+                [drained, forced], timeout=self.shutdown_grace, return_when=asyncio.FIRST_COMPLETED
+            )
+            drained.cancel()
+            forced.cancel()
+        for attempt in list(self._inflight.values()):
+            runner.release(attempt)
+        tasks = [a.task for a in self._inflight.values() if a.task is not None]
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=self.cleanup_timeout)
+            if pending:
+                log.error("%d attempts did not settle; their leases will lapse", len(pending))
+                runner.batcher.abort()
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+        await runner.batcher.close()
+        for task in self._services.values():
+            task.cancel()
+        await asyncio.gather(*self._services.values(), return_exceptions=True)
+        self._services = {}
+        runner.close()
+        self._runner = None
+        self._renewer = None
+        self._inflight.clear()
+        self._started = False
+        self._stop.clear()
+        self._force.clear()
+        log.info("worker %s stopped: %s", self.holder, self.stats)
+
+
+async def serve(store: Store, app: App, **options: Any) -> WorkerStats:
+    """Runs a worker until SIGTERM/SIGINT (the ``a2pg worker MODULE:APP`` entry point).
+
+    The caller owns the store: open it before, close it after.
+    """
+    worker = Worker(store, app, **options)
+    await worker.run_with_signals()
+    return worker.stats
+
+
+async def _wait_any(*events: asyncio.Event, within: float | None = None) -> None:
+    """Returns when one of ``events`` is set or ``within`` seconds pass."""
+    if any(event.is_set() for event in events):
+        return
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+def _check_count(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive int, got {value!r}")
+    return value
+
+
+def _check_seconds(value: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
+    return float(value)

@@ -1,0 +1,194 @@
+"""Batches a worker's completions into ``complete_attempts`` calls (by count or after a few ms)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .errors import A2Error
+from .models import CompleteResult, Completion
+from .store import Store
+
+log = logging.getLogger("a2pg.worker")
+
+SEND_ATTEMPTS = 5
+"""How many times a batch is sent when the store fails in a way that is not an ``A2Error``."""
+
+SEND_RETRY_BASE = 0.05
+"""Seconds before the first re-send; doubles each time. Completions are idempotent replays."""
+
+
+@dataclass(eq=False, slots=True)
+class PendingCompletion:
+    """One completion waiting for its batch; ``future`` gets the store's verdict on it."""
+
+    completion: Completion
+    future: asyncio.Future[CompleteResult]
+    sent: bool = False
+
+
+@dataclass(slots=True)
+class BatchStats:
+    batches: int = 0
+    completions: int = 0
+    largest: int = 0
+    resends: int = 0
+    split_batches: int = 0
+
+
+class CompletionBatcher:
+    """Collects completions and sends them in batches from one background task.
+
+    A batch leaves when ``size`` completions wait, when ``flush_now`` is called (the
+    worker calls it when no handler is running, so nothing more could join), or
+    ``interval`` seconds after its first completion arrived. While one batch is in
+    the store, the next one fills up, so batches grow with load on their own.
+
+    ``complete_attempts`` rejects a whole batch when one completion in it is bad
+    (``INVALID_ARGUMENT``, ``PARTIAL_DUPLICATE_BATCH``...); the batcher then sends
+    each completion alone, so only the culprit's future gets the error.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        size: int,
+        interval: float,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._size = size
+        self._interval = interval
+        self._on_batch = on_batch
+        self._queue: list[PendingCompletion] = []
+        self._has_work = asyncio.Event()
+        self._go = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self.stats = BatchStats()
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._closing = False
+            self._task = asyncio.create_task(self._run(), name="a2pg-worker-flusher")
+
+    def enqueue(self, completion: Completion) -> PendingCompletion:
+        entry = PendingCompletion(completion, asyncio.get_running_loop().create_future())
+        self._queue.append(entry)
+        self._has_work.set()
+        if len(self._queue) >= self._size:
+            self._go.set()
+        return entry
+
+    def withdraw(self, entry: PendingCompletion) -> bool:
+        """Takes back a completion not yet sent (its attempt was superseded)."""
+        if entry.sent:
+            return False
+        try:
+            self._queue.remove(entry)
+        except ValueError:
+            return False
+        return True
+
+    def flush_now(self) -> None:
+        """Sends what waits without waiting for the interval."""
+        if self._queue:
+            self._go.set()
+
+    async def close(self) -> None:
+        """Sends everything still queued, then stops the background task."""
+        self._closing = True
+        self._has_work.set()
+        self._go.set()
+        task, self._task = self._task, None
+        if task is not None:
+            await task
+
+    def abort(self) -> None:
+        """Stops at once: queued completions are not sent (their leases lapse)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+        for entry in self._queue:
+            entry.future.cancel()
+        self._queue.clear()
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                if self._closing:
+                    return
+                self._has_work.clear()
+                await self._has_work.wait()
+                continue
+            if len(self._queue) < self._size and not self._closing and not self._go.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._go.wait(), self._interval)
+            batch, self._queue = self._queue[: self._size], self._queue[self._size :]
+            if len(self._queue) < self._size:
+                self._go.clear()
+            for entry in batch:
+                entry.sent = True
+            try:
+                await self._send(batch)
+            except Exception as error:  # a store answering nonsense must not kill the flusher
+                log.exception("completing a batch failed unexpectedly")
+                for entry in batch:
+                    _settle(entry, error=error)
+
+    async def _send(self, batch: list[PendingCompletion]) -> None:
+        delay = SEND_RETRY_BASE
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            try:
+                outcomes = await self._store.complete_attempts([e.completion for e in batch])
+            except A2Error as error:
+                if len(batch) == 1:
+                    _settle(batch[0], error=error)
+                    return
+                self.stats.split_batches += 1
+                log.info(
+                    "batch of %d completions refused (%s); sending each alone", len(batch), error
+                )
+                for entry in batch:
+                    await self._send([entry])
+                return
+            except Exception as error:
+                if attempt == SEND_ATTEMPTS:
+                    log.error("giving up on %d completions: %r", len(batch), error)
+                    for entry in batch:
+                        _settle(entry, error=error)
+                    return
+                self.stats.resends += 1
+                log.warning("sending %d completions failed (%r); retrying", len(batch), error)
+                await asyncio.sleep(delay)
+                delay *= 2
+                continue
+            if len(outcomes) != len(batch):
+                raise RuntimeError(
+                    f"complete_attempts returned {len(outcomes)} outcomes for {len(batch)}"
+                )
+            self._record(len(batch))
+            for entry, outcome in zip(batch, outcomes, strict=True):
+                if not entry.future.done():
+                    entry.future.set_result(outcome)
+            return
+
+    def _record(self, size: int) -> None:
+        self.stats.batches += 1
+        self.stats.completions += size
+        self.stats.largest = max(self.stats.largest, size)
+        if self._on_batch is not None:
+            self._on_batch(size)
+
+
+def _settle(entry: PendingCompletion, *, error: BaseException) -> None:
+    if not entry.future.done():
+        entry.future.set_exception(error)

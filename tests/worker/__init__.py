@@ -1,0 +1,1 @@
+"""Worker runtime tests: on MemoryStore, and on PostgreSQL when selected."""
