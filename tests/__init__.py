@@ -1,0 +1,1 @@
+"""a2pg test suites."""

@@ -1,0 +1,1 @@
+"""The backend-agnostic conformance suite: one set of tests, every Store backend."""
