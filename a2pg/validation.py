@@ -10,6 +10,7 @@ from datetime import datetime
 
 from .errors import A2Error, invalid
 from .models import (
+    CLEAR_EVENT_TYPE,
     JSON,
     AttemptRef,
     ClaimRef,
@@ -264,6 +265,10 @@ def check_events(
         check_text(
             event.type, "event type", max_length=limits.max_type_length, setting="max_type_length"
         )
+        if event.type == CLEAR_EVENT_TYPE:
+            raise invalid(
+                f"event type '{CLEAR_EVENT_TYPE}' is reserved for clear markers: call clear()"
+            )
         if event.id is not None:
             check_text(
                 event.id, "event id", max_length=limits.max_id_length, setting="max_id_length"

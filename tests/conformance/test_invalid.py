@@ -154,6 +154,7 @@ BAD_EVENTS: dict[str, tuple[NewEvent, str]] = {
     "zero-cause-index": (NewEvent("t", cause=AttemptRef("c", None, 0, 1)), "index"),
     "zero-cause-attempt": (NewEvent("t", cause=AttemptRef("c", None, 1, 0)), "attempt"),
     "negative-cause-index": (NewEvent("t", cause=AttemptRef("c", None, -1, 1)), "index"),
+    "reserved-clear-type": (NewEvent("a2.cleared"), "reserved"),
 }
 
 
