@@ -1,0 +1,331 @@
+"""The ``a2pg`` command line: migrate, check, run workers, inspect sessions, demo and bench.
+
+Exit codes (also in ``a2pg --help``):
+
+- 0 ok
+- 1 check or verification failed (demo, bench), or a database error
+- 2 usage error (bad arguments, no DSN, bad MODULE:APP)
+- 3 database unreachable
+- 4 database not migrated (``STORE_NOT_CONFIGURED``): run ``a2pg migrate``
+- 5 not found (unknown session, no such dead letter)
+
+The database comes from ``--dsn`` or ``A2PG_DSN``, the schema from ``--schema`` or
+``A2PG_SCHEMA``. Listings print aligned tables; ``--json`` prints JSON for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TextIO
+
+from . import __version__
+from .cli_common import (
+    EXIT_CODES_HELP,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    resolve_dsn,
+    resolve_schema,
+    translate,
+)
+from .cli_config import BenchConfig, DemoConfig
+
+Command = Callable[[argparse.Namespace, TextIO], Awaitable[int]]
+
+# Commands that start an embedded PostgreSQL when no DSN is given.
+EMBEDDED_OK = frozenset({"demo", "bench"})
+
+
+DEMO_DETAILS = """\
+Chat sessions whose turns go to a reply lane, a moderation consumer and an audit
+log consumer, worked by `a2pg worker a2pg.demo:app` processes. About 10% of
+attempts fail on purpose and one poison turn always fails. Then it checks that
+every unit of work completed exactly once, lanes and logs kept their order,
+failures were retried, and the poison was dead-lettered, shown BLOCKED and
+skipped by redrive. Exits 1 if any check fails. Without --dsn (or $A2PG_DSN) it
+runs on a throwaway embedded PostgreSQL (pip install 'a2pg[embedded]')."""
+
+BENCH_DETAILS = """\
+Without --dsn (or $A2PG_DSN) it runs on a throwaway embedded PostgreSQL. With
+--dsn, use a database of its own: the drain waits until no head is left in the
+whole database, and the bench sessions stay behind."""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's layout and shows each option's default where it has one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
+    return value
+
+
+def _index(text: str) -> int:
+    return _positive_int(text)
+
+
+def _connection_options(*, top: bool) -> argparse.ArgumentParser:
+    """--dsn, --schema and --json, accepted before or after the command name.
+
+    The top-level parser sets the defaults; the per-command copies use SUPPRESS so
+    that giving an option in either place works and neither clobbers the other.
+    """
+    default = None if top else argparse.SUPPRESS
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--dsn", default=default, help="PostgreSQL connection string (default: $A2PG_DSN)"
+    )
+    options.add_argument(
+        "--schema", default=default, help="schema of the a2_ tables (default: $A2PG_SCHEMA)"
+    )
+    options.add_argument(
+        "--json",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="print machine-readable JSON instead of tables",
+    )
+    return options
+
+
+def _worker_defaults() -> dict[str, object]:
+    """The ``Worker`` constructor's defaults, so ``--help`` states them without copying them."""
+    import inspect
+
+    from .backoff import Backoff
+    from .worker import Worker
+
+    params = inspect.signature(Worker).parameters
+    defaults: dict[str, object] = {name: p.default for name, p in params.items()}
+    backoff = Backoff()
+    defaults.update(retry_base=backoff.base, retry_cap=backoff.cap)
+    return defaults
+
+
+WORKER_OPTIONS: tuple[tuple[str, Callable[[str], object], str], ...] = (
+    ("concurrency", _positive_int, "handlers running at once"),
+    ("claim_batch", _positive_int, "heads per claim; default: --concurrency"),
+    ("ttl", _positive_float, "lease seconds"),
+    ("max_failures", _positive_int, "failures before a head is dead-lettered"),
+    ("retry_base", _positive_float, "seconds before the first retry; doubles per failure"),
+    ("retry_cap", _positive_float, "longest wait before a retry, seconds"),
+    ("poll_interval", _positive_float, "seconds between polls when no notification comes"),
+    ("shutdown_grace", _positive_float, "seconds in-flight handlers get after SIGTERM"),
+)
+
+
+def _add_worker_options(worker: argparse.ArgumentParser) -> None:
+    defaults = _worker_defaults()
+    for name, kind, text in WORKER_OPTIONS:
+        default = defaults.get(name)
+        shown = f" (default: {default})" if default is not None else ""
+        worker.add_argument(
+            "--" + name.replace("_", "-"), type=kind, default=None, help=text + shown
+        )
+    worker.add_argument(
+        "--no-listen", action="store_true", help="poll only; do not LISTEN for notifications"
+    )
+    worker.add_argument(
+        "--holder", default=None, help="claim holder name; default: host:pid:random"
+    )
+    worker.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="logging level",
+    )
+
+
+DEMO_OPTIONS = {
+    "sessions": "chat sessions",
+    "turns": "user turns per session",
+    "workers": "worker processes",
+    "concurrency": "handlers per worker process",
+    "timeout": "give up after this many seconds",
+}
+
+BENCH_OPTIONS = {
+    "workers": "worker processes draining the backlog",
+    "runs": "repeats of each measurement",
+    "events": "events drained end to end per run",
+    "sessions": "sessions those events spread over",
+    "concurrency": "handlers per worker process",
+    "appends": "single-event appends per run",
+    "batches": "batched appends per run",
+    "batch_size": "events per batched append",
+    "latency_samples": "wake latency samples per run and mode",
+    "poll_interval": "worker poll interval of the polling-only latency run",
+}
+
+
+def _add_config_options(
+    parser: argparse.ArgumentParser, config: DemoConfig | BenchConfig, helps: dict[str, str]
+) -> None:
+    """One option per config field, its default and type taken from the config dataclass."""
+    for name, text in helps.items():
+        default = getattr(config, name)
+        kind = _positive_float if isinstance(default, float) else _positive_int
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="a2pg",
+        description="a2pg: the A2 session store on PostgreSQL.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_Formatter,
+        parents=[_connection_options(top=True)],
+    )
+    parser.add_argument("--version", action="version", version=f"a2pg {__version__}")
+    common = _connection_options(top=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, help_text: str, details: str = "") -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text + ("\n\n" + details if details else ""),
+            parents=[common],
+            epilog=EXIT_CODES_HELP,
+            formatter_class=_Formatter,
+        )
+
+    command("migrate", "create or upgrade the a2pg schema (idempotent, safe to run concurrently)")
+    command("check", "check the schema layout is current (exit 4 when `a2pg migrate` is needed)")
+
+    worker = command("worker", "run the consumers of MODULE:APP until SIGINT/SIGTERM")
+    worker.add_argument("app", metavar="MODULE:APP", help="where the App is, e.g. myproj.jobs:app")
+    _add_worker_options(worker)
+
+    demo = command(
+        "demo",
+        "run a realistic workload on worker processes and verify it",
+        DEMO_DETAILS,
+    )
+    _add_config_options(demo, DemoConfig(), DEMO_OPTIONS)
+
+    bench = command(
+        "bench", "measure throughput and wake latency (medians of --runs)", BENCH_DETAILS
+    )
+    _add_config_options(bench, BenchConfig(), BENCH_OPTIONS)
+
+    sessions = command("sessions", "list sessions: head, clear index, pending work, dead letters")
+    sessions.add_argument("--after", default=None, help="list sessions after this id")
+    sessions.add_argument("--limit", type=_positive_int, default=100, help="at most this many")
+
+    cursors = command("cursors", "list a session's cursors and what each is doing")
+    cursors.add_argument("session", metavar="SESSION")
+
+    dead = command("dead-letters", "list dead-lettered heads (blocked lanes shown as BLOCKED)")
+    dead.add_argument("session", metavar="SESSION", nargs="?", default=None)
+
+    redrive = command("redrive", "retry or skip a dead-lettered head")
+    redrive.add_argument("session", metavar="SESSION")
+    redrive.add_argument("consumer", metavar="CONSUMER")
+    redrive.add_argument("index", metavar="INDEX", type=_index)
+    action = redrive.add_mutually_exclusive_group(required=True)
+    action.add_argument("--retry", action="store_true", help="run the head again")
+    action.add_argument("--skip", action="store_true", help="finish it without running it")
+
+    tail = command("tail", "print a session's events, then follow new ones until Ctrl-C")
+    tail.add_argument("session", metavar="SESSION")
+    tail.add_argument("--after", type=int, default=0, help="start after this index")
+    tail.add_argument(
+        "--no-follow",
+        dest="follow",
+        action="store_false",
+        help="print the stored events and exit",
+    )
+    return parser
+
+
+def _commands() -> dict[str, Command]:
+    """Command name to implementation; imported lazily so `a2pg --help` stays fast."""
+    from . import cli_admin, cli_inspect
+
+    commands: dict[str, Command] = {
+        "migrate": cli_admin.cmd_migrate,
+        "check": cli_admin.cmd_check,
+        "worker": cli_admin.cmd_worker,
+        "sessions": cli_inspect.cmd_sessions,
+        "cursors": cli_inspect.cmd_cursors,
+        "dead-letters": cli_inspect.cmd_dead_letters,
+        "redrive": cli_inspect.cmd_redrive,
+        "tail": cli_inspect.cmd_tail,
+    }
+    return commands
+
+
+async def _run(args: argparse.Namespace, stdout: TextIO) -> int:
+    if args.command == "demo":
+        from .demo import cmd_demo
+
+        return await cmd_demo(args, stdout)
+    if args.command == "bench":
+        from .bench import cmd_bench
+
+        return await cmd_bench(args, stdout)
+    return await _commands()[args.command](args, stdout)
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
+    """Runs one command; returns its exit code (the console script exits with it)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    stream = stdout or sys.stdout
+    try:
+        args.dsn = resolve_dsn(args.dsn, required=args.command not in EMBEDDED_OK)
+        args.schema = resolve_schema(args.schema)
+        return asyncio.run(_run(args, stream))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `a2pg tail ... | head` closed the pipe: not an error. Point stdout at devnull so
+        # the interpreter's final flush does not complain about it either.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except BaseException as exc:
+        error = _cli_error(exc, args.dsn)
+        if error is None:
+            raise
+        sys.stderr.write(f"a2pg: error: {error.message}\n")
+        return error.exit_code
+
+
+def _cli_error(exc: BaseException, dsn: str | None) -> CliError | None:
+    """The reportable error in ``exc`` (looking inside exception groups), if any."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _cli_error(inner, dsn)
+            if found is not None:
+                return found
+        return None
+    return translate(exc, dsn)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The operating commands: ``migrate``, ``check`` and ``worker MODULE:APP``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import sys
+from typing import Any, TextIO
+
+from . import cli_output as out
+from .cli_common import (
+    EXIT_NOT_MIGRATED,
+    EXIT_OK,
+    EXIT_USAGE,
+    describe_dsn,
+    fail,
+    open_store,
+    preflight,
+)
+from .worker_app import App
+
+
+def _schema(args: argparse.Namespace) -> str:
+    from .postgres.migrate import DEFAULT_SCHEMA
+
+    schema: str = args.schema or DEFAULT_SCHEMA
+    return schema
+
+
+def _layout_json(status: Any) -> dict[str, Any]:
+    return {
+        "state": status.state,
+        "current": status.is_current,
+        "schema": status.schema,
+        "revision": status.revision,
+        "expected": status.expected,
+        "description": status.describe(),
+        "fix": status.fix(),
+    }
+
+
+async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
+    """Applies the migrations, then reports the layout the way ``check`` does."""
+    from .postgres.migrate import inspect_layout, upgrade
+
+    schema = _schema(args)
+    await preflight(args.dsn)
+    before = await asyncio.to_thread(inspect_layout, args.dsn, schema)
+    await asyncio.to_thread(upgrade, args.dsn, schema)
+    after = await asyncio.to_thread(inspect_layout, args.dsn, schema)
+    if args.json:
+        out.write_json(stdout, {"before": _layout_json(before), "after": _layout_json(after)})
+    elif before.is_current:
+        stdout.write(f"already current: {after.describe()}\n")
+    else:
+        stdout.write(f"migrated: {after.describe()}\n")
+    return EXIT_OK if after.is_current else EXIT_NOT_MIGRATED
+
+
+async def cmd_check(args: argparse.Namespace, stdout: TextIO) -> int:
+    """Exit 0 when the layout is current; 4, naming the fix, when it is not."""
+    from .postgres.migrate import inspect_layout
+
+    schema = _schema(args)
+    await preflight(args.dsn)
+    status = await asyncio.to_thread(inspect_layout, args.dsn, schema)
+    if args.json:
+        out.write_json(stdout, _layout_json(status))
+    elif status.is_current:
+        stdout.write(f"ok: {status.describe()}\n")
+    if not status.is_current:
+        fail(EXIT_NOT_MIGRATED, f"{status.describe()}; {status.fix()}")
+    return EXIT_OK
+
+
+def load_app(spec: str) -> App:
+    """The ``App`` named by ``module:attribute`` (a zero-argument factory returning one works too).
+
+    The current directory is importable, as with ``python -m``, so ``a2pg worker
+    jobs:app`` finds ``./jobs.py``.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        fail(EXIT_USAGE, f"expected MODULE:APP (like myproject.jobs:app), got {spec!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            fail(EXIT_USAGE, f"cannot import module {module_name!r}: {exc}")
+        raise
+    target: Any = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            fail(EXIT_USAGE, f"module {module_name!r} has no attribute {attr!r}")
+    if not isinstance(target, App) and callable(target):
+        target = target()
+    if not isinstance(target, App):
+        fail(EXIT_USAGE, f"{spec} is a {type(target).__name__}, not an a2pg App")
+    return target
+
+
+def worker_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``Worker`` keyword arguments from the command line; unset ones keep the defaults."""
+    from .backoff import Backoff
+
+    options: dict[str, Any] = {}
+    names = ("concurrency", "claim_batch", "ttl", "max_failures", "poll_interval", "holder")
+    for name in (*names, "shutdown_grace"):
+        value = getattr(args, name, None)
+        if value is not None:
+            options[name] = value
+    if args.retry_base is not None or args.retry_cap is not None:
+        default = Backoff()
+        base = args.retry_base if args.retry_base is not None else default.base
+        cap = args.retry_cap if args.retry_cap is not None else max(default.cap, base)
+        if cap < base:
+            fail(EXIT_USAGE, f"--retry-cap ({cap}) must be at least --retry-base ({base})")
+        options["backoff"] = Backoff(base=base, cap=cap)
+    return options
+
+
+async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
+    """Runs the app's consumers until SIGTERM or SIGINT, then drains and exits 0."""
+    from .worker import serve
+
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    app = load_app(args.app)
+    options = worker_options(args)
+    async with open_store(args.dsn, args.schema) as store:
+        served: Any = store
+        if args.no_listen:
+            from .polling import PollingOnly
+
+            served = PollingOnly(store)
+        names = ", ".join(c.name for c in app.consumers)
+        logging.getLogger("a2pg.worker").info(
+            "serving %s on %s%s", names, describe_dsn(args.dsn), " (polling only)" * args.no_listen
+        )
+        stats = await serve(served, app, **options)
+    logging.getLogger("a2pg.worker").info("stopped: %s", stats)
+    return EXIT_OK

@@ -1,0 +1,19 @@
+"""A tiny App for ``a2pg worker tests.cli.sample_app:app`` in the worker command tests."""
+
+from __future__ import annotations
+
+from a2pg.models import Head, NewEvent
+from a2pg.worker_app import App
+
+app = App()
+not_an_app = 42
+
+
+@app.consumer("echo")
+async def echo(head: Head) -> list[NewEvent]:
+    return [NewEvent("echoed", {"of": head.index})]
+
+
+def make_app() -> App:
+    """A factory: ``a2pg worker tests.cli.sample_app:make_app`` calls it."""
+    return app

@@ -1,0 +1,182 @@
+"""Inspection commands against a migrated database holding a blocked lane and pending work."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+
+import pytest
+
+from a2pg.models import Claimed, NewEvent, Target
+
+from .conftest import A2PG, Cli
+
+
+async def populate(dsn: str) -> None:
+    """s1: a lane head dead-lettered (blocking a second lane event), an event cursor pending;
+    s2: one plain event."""
+    from a2pg.postgres import PostgresStore
+
+    store = await PostgresStore.open(dsn)
+    try:
+        lane = (Target("reply", "turns"),)
+        await store.append("s1", [NewEvent("chat.user", {"n": 1}, targets=lane)])
+        await store.append("s1", [NewEvent("chat.user", {"n": 2}, targets=lane)])
+        await store.append("s1", [NewEvent("job", None, targets=(Target("mailer"),))])
+        await store.append("s2", [NewEvent("note", "hello")])
+        claimed = await store.claim_available("s1", holder="w1", ttl=30, through=1)
+        assert isinstance(claimed, Claimed)
+        head = next(h for h in claimed.heads if h.consumer == "reply")
+        failed = await store.fail_attempt(
+            "s1",
+            consumer="reply",
+            lane="turns",
+            index=head.index,
+            attempt=head.attempt,
+            error="Traceback (most recent call last):\n  File x\nRuntimeError: model crashed\n",
+            max_failures=1,
+        )
+        assert failed.outcome == "dead_lettered"
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def dsn(postgres_dsn: str) -> str:
+    asyncio.run(populate(postgres_dsn))
+    return postgres_dsn
+
+
+def test_sessions_table_and_json(cli: Cli, dsn: str) -> None:
+    table = cli("sessions", "--dsn", dsn)
+    assert table.code == 0
+    lines = table.out.splitlines()
+    assert lines[0].split() == [
+        "SESSION",
+        "ID",
+        "HEAD",
+        "CLEAR",
+        "INDEX",
+        "PENDING",
+        "DEAD",
+        "LETTERS",
+    ]
+    assert lines[2].split() == ["s1", "3", "0", "1", "1"]
+    assert lines[3].split() == ["s2", "1", "0", "0", "0"]
+    data = json.loads(cli("sessions", "--json", "--dsn", dsn).out)
+    assert [s["session_id"] for s in data] == ["s1", "s2"]
+    assert data[0]["dead_letters"] == 1
+    page = cli("sessions", "--limit", "1", "--dsn", dsn)
+    assert "(more: --after s1)" in page.out
+    assert "s2" in cli("sessions", "--after", "s1", "--dsn", dsn).out
+
+
+def test_cursors_show_the_blocked_lane(cli: Cli, dsn: str) -> None:
+    result = cli("cursors", "s1", "--dsn", dsn)
+    assert result.code == 0
+    rows = {line.split()[0]: line for line in result.out.splitlines()[2:] if line[:1].islower()}
+    assert "BLOCKED" in rows["reply"]
+    assert "ready" in rows["mailer"]
+    assert "BLOCKED: reply/turns is stuck at index 1 until `a2pg redrive s1 reply 1" in result.out
+    data = json.loads(cli("cursors", "s1", "--json", "--dsn", dsn).out)
+    reply = next(c for c in data if c["consumer"] == "reply")
+    assert reply["blocked"] is True
+    assert reply["kind"] == "lane"
+    assert reply["dispatch"]["last_error"].startswith("Traceback")
+
+
+def test_dead_letters_everywhere_and_per_session(cli: Cli, dsn: str) -> None:
+    everywhere = cli("dead-letters", "--dsn", dsn)
+    assert everywhere.code == 0
+    row = everywhere.out.splitlines()[2].split()
+    assert row[:6] == ["s1", "reply", "turns", "1", "chat.user", "BLOCKED"]
+    assert "RuntimeError: model crashed" in everywhere.out
+    assert "Traceback" not in everywhere.out  # the gist of the error only
+    assert cli("dead-letters", "s1", "--dsn", dsn).out == everywhere.out
+    assert cli("dead-letters", "s2", "--dsn", dsn).out == "no dead letters\n"
+    data = json.loads(cli("dead-letters", "s1", "--json", "--dsn", dsn).out)
+    assert data[0]["blocked"] is True
+    assert data[0]["event"]["index"] == 1
+
+
+def test_redrive_skip_unblocks_the_lane(cli: Cli, dsn: str) -> None:
+    result = cli("redrive", "s1", "reply", "1", "--skip", "--dsn", dsn)
+    assert result.code == 0, result
+    assert result.out == "redriven (skip): s1 reply@1; pending work: yes\n"
+    again = cli("redrive", "s1", "reply", "1", "--skip", "--dsn", dsn)
+    assert again.code == 5
+    assert "no dead-lettered head of consumer 'reply' at index 1" in again.err
+    cursors = json.loads(cli("cursors", "s1", "--json", "--dsn", dsn).out)
+    reply = next(c for c in cursors if c["consumer"] == "reply")
+    assert (reply["head"], reply["blocked"]) == (2, False)
+
+
+def test_redrive_retry_json(cli: Cli, dsn: str) -> None:
+    result = cli("redrive", "s1", "reply", "1", "--retry", "--json", "--dsn", dsn)
+    assert json.loads(result.out) == {
+        "session_id": "s1",
+        "consumer": "reply",
+        "index": 1,
+        "action": "retry",
+        "redriven": True,
+        "has_pending": True,
+    }
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cursors", "nope"],
+        ["dead-letters", "nope"],
+        ["redrive", "nope", "c", "1", "--retry"],
+        ["tail", "nope", "--no-follow"],
+    ],
+    ids=" ".join,
+)
+def test_unknown_session_exits_5(cli: Cli, dsn: str, argv: list[str]) -> None:
+    result = cli(*argv, "--dsn", dsn)
+    assert result.code == 5
+    assert result.err == "a2pg: error: unknown session 'nope'\n"
+
+
+def test_tail_without_follow_prints_stored_events(cli: Cli, dsn: str) -> None:
+    result = cli("tail", "s1", "--no-follow", "--dsn", dsn)
+    assert [line.split()[0] for line in result.out.splitlines()] == ["1", "2", "3"]
+    after = cli("tail", "s1", "--no-follow", "--after", "2", "--json", "--dsn", dsn)
+    events = [json.loads(line) for line in after.out.splitlines()]
+    assert [(e["index"], e["type"]) for e in events] == [(3, "job")]
+
+
+def test_tail_follows_new_events_and_stops_cleanly_on_sigint(dsn: str) -> None:
+    from a2pg.postgres import PostgresStore
+
+    proc = subprocess.Popen(
+        [str(A2PG), "tail", "s2", "--json", "--dsn", dsn],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["index"] == 1
+
+        async def append() -> None:
+            store = await PostgresStore.open(dsn)
+            try:
+                await store.append("s2", [NewEvent("note", "live")])
+            finally:
+                await store.close()
+
+        asyncio.run(append())
+        live = json.loads(proc.stdout.readline())
+        assert (live["index"], live["payload"]) == (2, "live")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        assert proc.stderr is not None
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,114 @@
+"""Argument parsing, help text and usage errors: no database needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from a2pg.cli import build_parser
+from a2pg.cli_common import EXIT_CODES_HELP
+
+from .conftest import Cli, closed_port_dsn
+
+
+def parse(*argv: str) -> object:
+    return build_parser().parse_args(list(argv))
+
+
+def test_connection_options_work_before_and_after_the_command() -> None:
+    before = parse("--dsn", "postgresql://a/b", "--schema", "s", "--json", "sessions")
+    after = parse("sessions", "--dsn", "postgresql://a/b", "--schema", "s", "--json")
+    for args in (before, after):
+        assert vars(args)["dsn"] == "postgresql://a/b"
+        assert vars(args)["schema"] == "s"
+        assert vars(args)["json"] is True
+
+
+def test_options_given_only_before_the_command_survive_the_subparser() -> None:
+    args = vars(parse("--dsn", "x", "cursors", "s1"))
+    assert args["dsn"] == "x"
+    assert args["json"] is False
+    assert args["session"] == "s1"
+
+
+def test_redrive_needs_exactly_one_action(cli: Cli) -> None:
+    assert vars(parse("redrive", "s", "c", "3", "--skip"))["skip"] is True
+    neither = cli("redrive", "s", "c", "3", "--dsn", "x")
+    assert neither.code == 2
+    assert "--retry" in neither.err
+    both = cli("redrive", "s", "c", "3", "--retry", "--skip", "--dsn", "x")
+    assert both.code == 2
+
+
+@pytest.mark.parametrize("index", ["0", "-1", "x"])
+def test_redrive_index_must_be_positive(cli: Cli, index: str) -> None:
+    result = cli("redrive", "s", "c", index, "--skip", "--dsn", "x")
+    assert result.code == 2
+
+
+def test_tail_defaults_to_following_from_the_start() -> None:
+    args = vars(parse("tail", "s1"))
+    assert args["after"] == 0
+    assert args["follow"] is True
+    assert vars(parse("tail", "s1", "--no-follow", "--after", "5"))["follow"] is False
+
+
+def test_worker_options_parse() -> None:
+    args = vars(
+        parse(
+            "worker",
+            "pkg.mod:app",
+            "--concurrency",
+            "8",
+            "--ttl",
+            "12.5",
+            "--max-failures",
+            "3",
+            "--log-level",
+            "debug",
+        )
+    )
+    assert args["app"] == "pkg.mod:app"
+    assert (args["concurrency"], args["ttl"], args["max_failures"]) == (8, 12.5, 3)
+    assert args["log_level"] == "DEBUG"
+
+
+@pytest.mark.parametrize("bad", [["--concurrency", "0"], ["--ttl", "0"], ["--ttl", "nan"]])
+def test_worker_rejects_non_positive_numbers(cli: Cli, bad: list[str]) -> None:
+    result = cli("worker", "m:app", *bad, "--dsn", "x")
+    assert result.code == 2
+
+
+def test_help_lists_commands_and_exit_codes(cli: Cli) -> None:
+    result = cli("--help")
+    assert result.code == 0
+    for command in ("migrate", "check", "worker", "demo", "bench", "sessions", "cursors"):
+        assert command in result.out
+    for command in ("dead-letters", "redrive", "tail"):
+        assert command in result.out
+    assert EXIT_CODES_HELP.splitlines()[0] in result.out
+    assert "4  database not migrated" in result.out
+    assert "A2PG_DSN" in result.out
+    sub = cli("check", "--help")
+    assert "5  not found" in sub.out
+
+
+def test_no_command_is_a_usage_error(cli: Cli) -> None:
+    result = cli()
+    assert result.code == 2
+    assert "COMMAND" in result.err
+
+
+def test_no_dsn_is_a_usage_error(cli: Cli) -> None:
+    result = cli("sessions")
+    assert result.code == 2
+    assert result.err.strip() == "a2pg: error: no database given: pass --dsn or set A2PG_DSN"
+
+
+def test_dsn_comes_from_the_environment(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("A2PG_DSN", closed_port_dsn())
+    result = cli("sessions")
+    assert result.code == 3  # it used the DSN: the database is unreachable, not missing
+
+
+def test_unknown_command_is_a_usage_error(cli: Cli) -> None:
+    assert cli("frobnicate").code == 2
