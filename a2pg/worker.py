@@ -387,7 +387,8 @@ class Worker:
             if force or now - attempt.leased_at >= self.renew_interval / 2
         ]
         if due:
-            self.stats.store_errors += await self._renewer.renew(due, now)
+            errors = await self._renewer.renew(due, now)  # read the counter after the await
+            self.stats.store_errors += errors
 
     async def _listen(self) -> None:
         while True:
