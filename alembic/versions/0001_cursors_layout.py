@@ -29,6 +29,9 @@ create table a2_sessions (
     clear_index bigint not null default 0,
     created_at  timestamptz not null
 ) with (fillfactor = 80);
+-- Listings page through sessions in code point order (as Python sorts str), whatever
+-- the database's collation: this index keeps each page a range scan.
+create index a2_sessions_listing on a2_sessions (session_id collate "C");
 
 -- Payloads are json, not jsonb: stored as written, so numbers such as 1e300
 -- come back with their type, and nothing queries inside them.

@@ -1,0 +1,108 @@
+"""The one place psycopg errors become a2pg's, and the retry of transient ones."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import psycopg
+from psycopg import errors as pg
+from psycopg_pool import PoolTimeout, TooManyRequests
+
+from ..errors import A2Error, invalid
+
+T = TypeVar("T")
+
+log = logging.getLogger("a2pg.postgres")
+
+ROLLED_BACK = (pg.SerializationFailure, pg.DeadlockDetected)
+"""The server aborted the transaction: nothing of it was written, any operation may rerun."""
+
+_CONNECTION_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently transient failures are retried."""
+
+    attempts: int = 4
+    first_delay: float = 0.02
+    max_delay: float = 0.5
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether the connection broke (the outcome of an in-flight commit is then unknown)."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    if isinstance(exc, pg.QueryCanceled | PoolTimeout | TooManyRequests):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith(_CONNECTION_SQLSTATES)
+
+
+def transient(exc: BaseException, *, idempotent: bool) -> bool:
+    """Whether running the operation again is safe and may succeed."""
+    if isinstance(exc, ROLLED_BACK):
+        return True
+    return idempotent and connection_lost(exc)
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Turns the psycopg errors that mean bad input or a missing schema into ``A2Error``.
+
+    Everything else propagates unchanged: database errors are never swallowed.
+    """
+    try:
+        yield
+    except pg.UndefinedTable as exc:
+        raise A2Error(
+            "STORE_NOT_CONFIGURED",
+            f"a2pg's tables are missing ({exc.diag.message_primary}); run `a2pg migrate`",
+        ) from exc
+    except pg.UniqueViolation as exc:
+        if exc.diag.constraint_name == "a2_events_event_id":
+            raise A2Error(
+                "PARTIAL_DUPLICATE_BATCH",
+                f"an event id of the batch already exists ({exc.diag.message_detail})",
+            ) from exc
+        raise
+    except pg.NumericValueOutOfRange as exc:
+        raise invalid(f"a number beyond PostgreSQL's range: {exc.diag.message_primary}") from exc
+    except (pg.UntranslatableCharacter, pg.CharacterNotInRepertoire) as exc:
+        raise invalid(f"text PostgreSQL cannot store: {exc.diag.message_primary}") from exc
+    except UnicodeEncodeError as exc:
+        raise invalid(f"text that is not valid Unicode (a lone surrogate?): {exc}") from exc
+
+
+async def retrying(
+    operation: Callable[[], Awaitable[T]],
+    *,
+    idempotent: bool,
+    policy: RetryPolicy = DEFAULT_RETRY,
+) -> T:
+    """Runs ``operation`` (one whole transaction), again after a transient failure.
+
+    Deadlocks and serialization failures rolled everything back, so they are retried
+    for every operation; a lost connection only for idempotent ones, since its last
+    commit may or may not have happened.
+    """
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            with translated():
+                return await operation()
+        except psycopg.Error as exc:
+            if attempt == policy.attempts or not transient(exc, idempotent=idempotent):
+                raise
+            delay = min(policy.max_delay, policy.first_delay * 2 ** (attempt - 1))
+            log.info("retrying after a transient database error: %s", exc)
+            await asyncio.sleep(delay * (0.5 + random.random()))
+    raise AssertionError("unreachable")
