@@ -350,3 +350,40 @@ def same_json(a: JSON, b: JSON) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
     return type(a) is type(b) and bool(a == b)
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceWrite:
+    """A checked ``presence.write``: each field's value and ``seen`` encoded as JSON text."""
+
+    values: dict[str, str]
+    seen_json: str
+    at: datetime
+    ttl: float
+
+
+def check_presence_write(
+    ns: object,
+    participant: object,
+    values: object,
+    *,
+    at: object,
+    seen: JSON,
+    ttl: object,
+    limits: Limits = DEFAULT_LIMITS,
+) -> PresenceWrite:
+    check_name(ns, "presence namespace", limits)
+    check_name(participant, "presence participant", limits)
+    if not isinstance(values, Mapping):
+        raise invalid(f"presence values must be a mapping, not {type(values).__name__}")
+    encoded = {
+        check_name(field, "presence field", limits): check_json(value, "presence value", limits)
+        for field, value in values.items()
+    }
+    seen_json = check_json(seen, "presence seen", limits)
+    return PresenceWrite(
+        encoded,
+        seen_json,
+        check_datetime(at, "presence at"),
+        check_seconds(ttl, "presence ttl"),
+    )

@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..errors import invalid
 from ..ids import Clock
 from ..models import JSON, PresenceRow
-from ..validation import Limits, check_datetime, check_json, check_name, check_seconds
+from ..validation import Limits, check_name, check_presence_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,21 +43,12 @@ class MemoryPresence:
         seen: JSON,
         ttl: float,
     ) -> dict[str, JSON]:
-        check_name(ns, "presence namespace", self._limits)
-        check_name(participant, "presence participant", self._limits)
-        if not isinstance(values, Mapping):
-            raise invalid(f"presence values must be a mapping, not {type(values).__name__}")
-        encoded = {
-            check_name(field, "presence field", self._limits): check_json(
-                value, "presence value", self._limits
-            )
-            for field, value in values.items()
-        }
-        seen_json = check_json(seen, "presence seen", self._limits)
-        check_datetime(at, "presence at")
-        seconds = check_seconds(ttl, "presence ttl")
+        write = check_presence_write(
+            ns, participant, values, at=at, seen=seen, ttl=ttl, limits=self._limits
+        )
+        encoded, seen_json, at = write.values, write.seen_json, write.at
         now = self._clock()
-        expires_at = now + timedelta(seconds=seconds)
+        expires_at = now + timedelta(seconds=write.ttl)
         fields = self._spaces.get(ns, {}).get(participant, {})
         applied: dict[str, JSON] = {}
         for field, value_json in encoded.items():

@@ -9,10 +9,9 @@ from typing import Any
 
 from psycopg.rows import DictRow
 
-from ..errors import invalid
 from ..ids import Clock
 from ..models import JSON, PresenceRow
-from ..validation import Limits, check_datetime, check_json, check_name, check_seconds
+from ..validation import Limits, check_name, check_presence_write
 from . import codec
 
 ReadFn = Callable[..., Awaitable[list[DictRow]]]
@@ -41,19 +40,10 @@ class PostgresPresence:
         seen: JSON,
         ttl: float,
     ) -> dict[str, JSON]:
-        check_name(ns, "presence namespace", self._limits)
-        check_name(participant, "presence participant", self._limits)
-        if not isinstance(values, Mapping):
-            raise invalid(f"presence values must be a mapping, not {type(values).__name__}")
-        encoded = {
-            check_name(field, "presence field", self._limits): check_json(
-                value, "presence value", self._limits
-            )
-            for field, value in values.items()
-        }
-        seen_json = check_json(seen, "presence seen", self._limits)
-        check_datetime(at, "presence at")
-        seconds = check_seconds(ttl, "presence ttl")
+        write = check_presence_write(
+            ns, participant, values, at=at, seen=seen, ttl=ttl, limits=self._limits
+        )
+        encoded = write.values
         if not encoded:
             return {}
         params: dict[str, Any] = {
@@ -61,9 +51,9 @@ class PostgresPresence:
             "participant": participant,
             "fields": list(encoded),
             "values": list(encoded.values()),
-            "seen": seen_json,
-            "at": at,
-            "ttl": timedelta(seconds=seconds),
+            "seen": write.seen_json,
+            "at": write.at,
+            "ttl": timedelta(seconds=write.ttl),
             "now": self._now(),
         }
         rows = await self._run("presence_write", params, idempotent=True)
