@@ -222,6 +222,14 @@ class RenewResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseResult:
+    """Claims handed back without a failure, and those no longer current."""
+
+    released: list[ClaimRef]
+    superseded: list[ClaimRef]
+
+
+@dataclass(frozen=True, slots=True)
 class Completed:
     events: list[StoredEvent]
 

@@ -24,6 +24,7 @@ from .models import (
     ReclaimResult,
     RedriveAction,
     RedriveResult,
+    ReleaseResult,
     RenewResult,
     SessionInfo,
     SnapshotWrite,
@@ -110,6 +111,13 @@ class Store(Protocol):
     async def renew_claims(
         self, session_id: str, *, holder: str, claims: Sequence[AttemptRef], ttl: float
     ) -> RenewResult: ...
+
+    async def release_claims(
+        self, session_id: str, *, holder: str, claims: Sequence[AttemptRef]
+    ) -> ReleaseResult:
+        """Hands live claims back (a worker shutting down): claimable again at once, with
+        no failure counted; the released attempt is fenced out like a lapsed one."""
+        ...
 
     async def complete_attempt(
         self,
