@@ -169,7 +169,8 @@ class Worker:
             self._force.set()
 
     def stop(self, *, force: bool = False) -> None:
-        """Stops claiming; in-flight attempts get ``shutdown_grace`` seconds (none if forced)."""
+        """Stops claiming; in-flight attempts get ``shutdown_grace`` seconds (none if forced),
+        then their claims are released: another worker takes them, no failure counted."""
         self._stop.set()
         self._wake.set()
         self._slot.set()
@@ -425,17 +426,14 @@ class Worker:
             )
             drained.cancel()
             forced.cancel()
-        for attempt in list(self._inflight.values()):
+        attempts = list(self._inflight.values())
+        for attempt in attempts:
             runner.release(attempt)
-        tasks = [a.task for a in self._inflight.values() if a.task is not None]
-        if tasks:
-            _done, pending = await asyncio.wait(tasks, timeout=self.cleanup_timeout)
-            if pending:
-                log.error("%d attempts did not settle; their leases will lapse", len(pending))
-                runner.batcher.abort()
-                for task in pending:
-                    task.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
+        given_up = await self._settle(runner)
+        cut_short = [a for a in attempts if a.stage == "released"]
+        if self._renewer is not None:  # handed back: another worker takes them at once
+            errors = await self._renewer.release(cut_short + given_up, within=self.cleanup_timeout)
+            self.stats.store_errors += errors
         await runner.batcher.close()
         for task in self._services.values():
             task.cancel()
@@ -449,6 +447,23 @@ class Worker:
         self._stop.clear()
         self._force.clear()
         log.info("worker %s stopped: %s", self.holder, self.stats)
+
+    async def _settle(self, runner: AttemptRunner) -> list[Attempt]:
+        """Waits ``cleanup_timeout`` for in-flight attempts to settle; returns the ones given
+        up on (their tasks are cancelled), which still hold claims unless superseded."""
+        tasks = [a.task for a in self._inflight.values() if a.task is not None]
+        if not tasks:
+            return []
+        _done, pending = await asyncio.wait(tasks, timeout=self.cleanup_timeout)
+        if not pending:
+            return []
+        given_up = [a for a in self._inflight.values() if a.task in pending and not a.superseded]
+        log.error("%d attempts did not settle; releasing their claims", len(pending))
+        runner.batcher.abort()
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        return given_up
 
 
 async def serve(store: Store, app: App, **options: Any) -> WorkerStats:

@@ -23,7 +23,7 @@ from .worker_batch import CompletionBatcher, PendingCompletion
 
 log = logging.getLogger("a2pg.worker")
 
-Stage = Literal["running", "queued", "settling"]
+Stage = Literal["running", "queued", "settling", "released"]
 
 
 @dataclass(slots=True)
@@ -32,7 +32,8 @@ class WorkerStats:
 
     ``failed`` counts failures that will be retried; ``dead_lettered`` heads this
     worker dead-lettered (by a failure, or by claiming a head whose lapsed leases
-    reached ``max_failures``); ``released`` attempts cut short by a shutdown.
+    reached ``max_failures``); ``released`` attempts cut short by a shutdown and handed
+    back with ``release_claims`` (no failure counted).
     """
 
     claimed: int = 0
@@ -75,9 +76,10 @@ class AttemptRunner:
     An attempt ends exactly one way: completed (its returned events appended by a
     batched ``complete_attempts``), failed (``fail_attempt`` with a backoff; it may
     dead-letter), superseded (the store no longer knows this attempt: its result is
-    dropped), or released (shutdown cut it short: ``fail_attempt`` without backoff, so
-    another worker takes it at once). A store error on the way leaves the lease to
-    lapse: the next claim counts it as a failure and retries it.
+    dropped), or released (shutdown cut it short: its stage becomes ``released`` and the
+    worker hands the claim back with ``release_claims``, so another worker takes it at
+    once and no failure is counted). A store error on the way leaves the lease to lapse:
+    the next claim counts it as a failure and retries it.
     """
 
     def __init__(
@@ -150,7 +152,7 @@ class AttemptRunner:
         # already sent or failing: the store's answer to that call decides
 
     def release(self, attempt: Attempt) -> None:
-        """Shutdown: cut a running handler short; its attempt is released, not retried here."""
+        """Shutdown: cut a running handler short; the worker then hands its claim back."""
         if attempt.stage == "running" and not attempt.superseded:
             attempt.releasing = True
             if attempt.handler is not None:
@@ -178,6 +180,8 @@ class AttemptRunner:
         head = attempt.head
         try:
             attempt.handler = asyncio.ensure_future(self._invoke(attempt))
+            if attempt.releasing:  # cut short before it started: the handler never runs
+                attempt.handler.cancel()
             try:
                 result = await attempt.handler
             finally:
@@ -185,14 +189,17 @@ class AttemptRunner:
                 if self._running_handlers == 0:
                     self.batcher.flush_now()  # nothing else could join the batch
                 self._on_handler_done()
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as error:
             if _being_cancelled():
                 raise
             if attempt.superseded:
                 self.stats.superseded += 1
                 log.info("%s superseded; its handler was cancelled", attempt.describe())
-            else:
-                await self._release(attempt)
+            elif attempt.releasing:
+                attempt.stage = "released"
+                log.info("%s cut short by the shutdown; to be released", attempt.describe())
+            else:  # the handler raised CancelledError itself: a failure like any other
+                await self._fail(attempt, error, describe_error(error))
             return
         except Exception as error:
             await self._fail(attempt, error, describe_error(error))
@@ -283,25 +290,6 @@ class AttemptRunner:
             )
         else:
             self.stats.superseded += 1
-
-    async def _release(self, attempt: Attempt) -> None:
-        head = attempt.head
-        attempt.stage = "settling"
-        result = await self.store.fail_attempt(
-            head.session_id,
-            consumer=head.consumer,
-            lane=head.lane,
-            index=head.index,
-            attempt=head.attempt,
-            error=f"released: worker {self.holder} stopped before the handler finished",
-            max_failures=self.max_failures,
-        )
-        if result.outcome == "superseded":
-            self.stats.superseded += 1
-            return
-        self.stats.released += 1
-        if result.outcome == "dead_lettered":
-            self.stats.dead_lettered += 1
 
 
 def describe_error(error: BaseException, limit: int = DEFAULT_LIMITS.max_error_length) -> str:

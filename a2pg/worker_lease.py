@@ -1,11 +1,11 @@
-"""Lease renewal for a worker's in-flight attempts, and cancelling the ones found superseded."""
+"""Leases of a worker's in-flight attempts: renew them, cancel superseded ones, hand them back."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from .models import ClaimRef
 from .store import Store
@@ -14,11 +14,14 @@ from .worker_attempt import Attempt, AttemptRunner
 log = logging.getLogger("a2pg.worker")
 
 RENEW_PARALLELISM = 8
-"""At most this many ``renew_claims`` calls (one per session) run at once."""
+"""At most this many ``renew_claims`` or ``release_claims`` calls (one per session) at once."""
+
+PerSession = Callable[[str, list[Attempt]], Awaitable[None]]
 
 
 class LeaseRenewer:
-    """Extends the leases of in-flight attempts with one ``renew_claims`` per session.
+    """Extends the leases of in-flight attempts with one ``renew_claims`` per session, and
+    at shutdown hands claims back with one ``release_claims`` per session.
 
     What the store reports superseded (the head moved on, was cleared, or another
     attempt took over a lapsed lease) is handed to the runner, which cancels the
@@ -33,38 +36,29 @@ class LeaseRenewer:
 
     async def renew(self, attempts: Sequence[Attempt], now: float) -> int:
         """Renews ``attempts`` (``now`` is the loop time of the pass); returns failed calls."""
-        by_session: dict[str, list[Attempt]] = defaultdict(list)
-        for attempt in attempts:
-            by_session[attempt.head.session_id].append(attempt)
-        gate = asyncio.Semaphore(RENEW_PARALLELISM)
 
         async def renew(session_id: str, attempts: list[Attempt]) -> None:
-            async with gate:
-                await self._renew_session(session_id, attempts, now)
+            await self._renew_session(session_id, attempts, now)
 
-        results = await asyncio.gather(
-            *(renew(sid, attempts) for sid, attempts in by_session.items()),
-            return_exceptions=True,
-        )
-        errors = 0
-        for result in results:
-            if isinstance(result, Exception):
-                errors += 1
-                log.warning("renewing leases failed: %r", result)
-            elif isinstance(result, BaseException):
-                raise result
-        return errors
+        return await _per_session(attempts, renew, "renewing leases")
+
+    async def release(self, attempts: Sequence[Attempt], *, within: float) -> int:
+        """Hands the claims of ``attempts`` (cut short or given up by a shutdown) back:
+        claimable at once by any worker, with no failure counted. Returns failed calls;
+        claims not released ``within`` seconds are left to lapse (a failure each, then)."""
+        if not attempts:
+            return 0
+        try:
+            async with asyncio.timeout(within):
+                return await _per_session(attempts, self._release_session, "releasing claims")
+        except TimeoutError:
+            log.error("releasing %d claims timed out; their leases will lapse", len(attempts))
+            return 1
 
     async def _renew_session(self, session_id: str, attempts: list[Attempt], now: float) -> None:
-        newest: dict[ClaimRef, Attempt] = {}
-        for attempt in attempts:  # our own older attempt of a head we re-claimed is stale
-            current = newest.get(attempt.head.ref)
-            if current is None or attempt.head.attempt > current.head.attempt:
-                if current is not None:
-                    self._runner.supersede(current)
-                newest[attempt.head.ref] = attempt
-            else:
-                self._runner.supersede(attempt)
+        newest, older = _newest(attempts)
+        for attempt in older:  # our own older attempt of a head we re-claimed is stale
+            self._runner.supersede(attempt)
         result = await self._store.renew_claims(
             session_id,
             holder=self._holder,
@@ -79,3 +73,61 @@ class LeaseRenewer:
                 attempt.leased_at = now
             elif attempt.task is not None and not attempt.task.done():
                 log.warning("lease of %s lapsed before it was renewed", attempt.describe())
+
+    async def _release_session(self, session_id: str, attempts: list[Attempt]) -> None:
+        stats = self._runner.stats
+        newest, older = _newest(attempts)
+        stats.superseded += len(older)
+        result = await self._store.release_claims(
+            session_id, holder=self._holder, claims=[a.head.attempt_ref for a in newest.values()]
+        )
+        released, superseded = set(result.released), set(result.superseded)
+        for ref, attempt in newest.items():
+            if ref in released:
+                stats.released += 1
+                log.info("%s released for another worker", attempt.describe())
+            elif ref in superseded:
+                stats.superseded += 1
+            else:
+                log.info("%s was no longer ours to release", attempt.describe())
+
+
+def _newest(attempts: Sequence[Attempt]) -> tuple[dict[ClaimRef, Attempt], list[Attempt]]:
+    """The newest attempt of each head, and the older ones (stale: we re-claimed the head)."""
+    newest: dict[ClaimRef, Attempt] = {}
+    older: list[Attempt] = []
+    for attempt in attempts:
+        current = newest.get(attempt.head.ref)
+        if current is None or attempt.head.attempt > current.head.attempt:
+            if current is not None:
+                older.append(current)
+            newest[attempt.head.ref] = attempt
+        else:
+            older.append(attempt)
+    return newest, older
+
+
+async def _per_session(attempts: Sequence[Attempt], call: PerSession, what: str) -> int:
+    """Runs ``call`` once per session of ``attempts``, a few at a time; returns how many
+    calls failed (a failure is logged, and the next pass or the lease's lapse copes)."""
+    by_session: dict[str, list[Attempt]] = defaultdict(list)
+    for attempt in attempts:
+        by_session[attempt.head.session_id].append(attempt)
+    gate = asyncio.Semaphore(RENEW_PARALLELISM)
+
+    async def run(session_id: str, attempts: list[Attempt]) -> None:
+        async with gate:
+            await call(session_id, attempts)
+
+    results = await asyncio.gather(
+        *(run(sid, attempts) for sid, attempts in by_session.items()),
+        return_exceptions=True,
+    )
+    errors = 0
+    for result in results:
+        if isinstance(result, Exception):
+            errors += 1
+            log.warning("%s failed: %r", what, result)
+        elif isinstance(result, BaseException):
+            raise result
+    return errors

@@ -1,4 +1,4 @@
-"""Claims and attempts on sessions' cursors: claim, renew, complete, fail, redrive."""
+"""Claims and attempts on sessions' cursors: claim, renew, release, complete, fail, redrive."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from ..models import (
     FailResult,
     Head,
     RedriveAction,
+    ReleaseResult,
     RenewResult,
     Settled,
     StoredEvent,
@@ -283,11 +284,49 @@ def renew(
 ) -> RenewResult:
     """Extends live claims of ``holder``; heads that moved on, were cleared or re-attempted
     are superseded; heads not reached yet (or lapsed, failed) are neither."""
-    renewed: list[ClaimRef] = []
-    superseded: list[ClaimRef] = []
     if session is None:
-        return RenewResult(renewed, superseded)
+        return RenewResult([], [])
+    held, superseded = judge_claims(session, claims, holder=holder)
+    renewed: list[ClaimRef] = []
     expires_at = now + timedelta(seconds=ttl)
+    for claim, cursor in held:
+        expiry = cursor.dispatch.claim_expires_at
+        if expiry is not None and expiry > now:
+            cursor.dispatch = replace(cursor.dispatch, claim_expires_at=expires_at)
+            session.set_ready(cursor, expires_at)
+            renewed.append(claim.ref)
+    return RenewResult(renewed, superseded)
+
+
+def release(
+    session: SessionState | None,
+    claims: Sequence[AttemptRef],
+    *,
+    holder: str,
+    now: datetime,
+) -> ReleaseResult:
+    """Hands ``holder``'s claims back, lapsed or not: claimable at once, no failure counted.
+    The attempt count stays, so the next claim fences the released attempt out."""
+    if session is None:
+        return ReleaseResult([], [])
+    held, superseded = judge_claims(session, claims, holder=holder)
+    released: list[ClaimRef] = []
+    for claim, cursor in held:
+        cursor.dispatch = replace(cursor.dispatch, claim_holder=None, claim_expires_at=None)
+        session.set_ready(cursor, now)
+        session.new_work = True
+        released.append(claim.ref)
+    return ReleaseResult(released, superseded)
+
+
+def judge_claims(
+    session: SessionState, claims: Sequence[AttemptRef], *, holder: str
+) -> tuple[list[tuple[AttemptRef, CursorState]], list[ClaimRef]]:
+    """The claims ``holder`` still holds (lease lapsed or not), with their cursors, and the
+    superseded ones (the head moved on, was cleared or re-attempted), by index then
+    consumer. The rest (another holder's, released, failed, not reached yet) are neither."""
+    held: list[tuple[AttemptRef, CursorState]] = []
+    superseded: list[ClaimRef] = []
     for claim in sorted(claims, key=lambda c: (c.index, c.consumer, c.lane or "")):
         if claim.index <= session.clear_index:
             superseded.append(claim.ref)
@@ -303,19 +342,13 @@ def renew(
         dispatch = cursor.dispatch
         if cursor.head != claim.index or dispatch.attempt_count > claim.attempt:
             superseded.append(claim.ref)
-            continue
-        expiry = dispatch.claim_expires_at
-        if (
+        elif (
             dispatch.attempt_count == claim.attempt
             and dispatch.failed_at is None
             and dispatch.claim_holder == holder
-            and expiry is not None
-            and expiry > now
         ):
-            cursor.dispatch = replace(dispatch, claim_expires_at=expires_at)
-            session.set_ready(cursor, expires_at)
-            renewed.append(claim.ref)
-    return RenewResult(renewed, superseded)
+            held.append((claim, cursor))
+    return held, superseded
 
 
 def redrive(

@@ -25,6 +25,7 @@ from ..models import (
     ReclaimResult,
     RedriveAction,
     RedriveResult,
+    ReleaseResult,
     RenewResult,
     Settled,
     SnapshotWrite,
@@ -218,6 +219,19 @@ class MemoryStore(MemoryCore):
         ttl = check.check_seconds(ttl, "ttl")
         session = self._sessions.get(session_id)
         return attempts.renew(session, refs, holder=holder, now=self._clock(), ttl=ttl)
+
+    async def release_claims(
+        self, session_id: str, *, holder: str, claims: Sequence[AttemptRef]
+    ) -> ReleaseResult:
+        """Hands ``holder``'s claims back without a failure (a worker shutting down)."""
+        check.check_session_id(session_id, self._limits)
+        holder = check.check_holder(holder, self._limits)
+        refs = [check.check_attempt_ref(ref, "claim", self._limits) for ref in claims]
+        session = self._sessions.get(session_id)
+        result = attempts.release(session, refs, holder=holder, now=self._clock())
+        if session is not None:
+            self._publish(session)
+        return result
 
     async def complete_attempt(
         self,

@@ -26,6 +26,7 @@ from ..models import (
     NewEvent,
     RedriveAction,
     RedriveResult,
+    ReleaseResult,
     RenewResult,
     Settled,
 )
@@ -188,7 +189,50 @@ class AttemptsMixin(StoreBase):
                 done = {
                     (r["consumer"], r["cursor_key"], r["head"]) for r in await extended.fetchall()
                 }
-                return judge_renewals(refs, rows, done, clear_index)
+                return RenewResult(*judge_claims(refs, rows, done, clear_index))
+
+            return finish
+
+        return await self._write(body, idempotent=True)
+
+    async def release_claims(
+        self, session_id: str, *, holder: str, claims: Sequence[AttemptRef]
+    ) -> ReleaseResult:
+        """Hands claims of ``holder`` back, lapsed or not, without a failure (one round trip);
+        judged like ``renew_claims``. Idempotent: a repeat finds nothing left to release."""
+        check.check_session_id(session_id, self._limits)
+        holder = check.check_holder(holder, self._limits)
+        refs = [check.check_attempt_ref(ref, "claim", self._limits) for ref in claims]
+        keys = columns("session_ids", "consumers", "keys")
+        release = columns("consumers", "keys", "idxs", "attempts")
+        for ref in refs:
+            key = codec.cursor_key(ref.lane, ref.index)
+            push(keys, session_id, ref.consumer, key)
+            push(release, ref.consumer, key, ref.index, ref.attempt)
+        params = {
+            "session_id": session_id,
+            "holder": holder,
+            "now": self._now_param(),
+            "channel": self._channel,
+            **release,
+        }
+
+        async def body(conn: Conn, committed: Committed) -> Finish[ReleaseResult]:
+            locked = await execute(conn, query("lock_sessions"), {"session_ids": [session_id]})
+            released = await execute(conn, query("release_claims"), params)
+            # Read after the release: the cursors as this transaction leaves them.
+            found = await execute(conn, query("select_cursors"), keys)
+
+            async def finish() -> ReleaseResult:
+                session = await locked.fetchone()
+                clear_index = 0 if session is None else int(session["clear_index"])
+                rows = {(r["consumer"], r["cursor_key"]): r for r in await found.fetchall()}
+                done = {
+                    (r["consumer"], r["cursor_key"], r["head"]) for r in await released.fetchall()
+                }
+                if done:  # the statement notified other processes; this store hears it now
+                    self._listener.work(session_id)
+                return ReleaseResult(*judge_claims(refs, rows, done, clear_index))
 
             return finish
 
@@ -376,14 +420,15 @@ class AttemptsMixin(StoreBase):
         return await self._write(body, idempotent=False)
 
 
-def judge_renewals(
+def judge_claims(
     refs: Sequence[AttemptRef],
     rows: dict[tuple[str, str], DictRow],
-    extended: set[tuple[str, str, int]],
+    done: set[tuple[str, str, int]],
     clear_index: int,
-) -> RenewResult:
-    """Sorts each claim into renewed, superseded or neither (no I/O)."""
-    renewed: list[ClaimRef] = []
+) -> tuple[list[ClaimRef], list[ClaimRef]]:
+    """Sorts each claim of a renewal or a release into done (its row was written),
+    superseded or neither (no I/O); ``rows`` are the claims' cursors by consumer and key."""
+    written: list[ClaimRef] = []
     superseded: list[ClaimRef] = []
     for ref in sorted(refs, key=lambda r: (r.index, r.consumer, r.lane or "")):
         if ref.index <= clear_index:
@@ -398,9 +443,9 @@ def judge_renewals(
             continue
         if head != ref.index or row["attempt_count"] > ref.attempt:
             superseded.append(ref.ref)
-        elif (ref.consumer, key, ref.index) in extended:
-            renewed.append(ref.ref)
-    return RenewResult(renewed, superseded)
+        elif (ref.consumer, key, ref.index) in done:
+            written.append(ref.ref)
+    return written, superseded
 
 
 def judge_failure(

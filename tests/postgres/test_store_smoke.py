@@ -14,7 +14,19 @@ from psycopg import errors as pg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from a2pg import A2Error, Claimed, Completed, Completion, NewEvent, Superseded, Target
+from a2pg import (
+    A2Error,
+    Busy,
+    Claimed,
+    Completed,
+    Completion,
+    Head,
+    NewEvent,
+    ReleaseResult,
+    Superseded,
+    Target,
+)
+from a2pg.ids import FakeClock
 from a2pg.postgres import PostgresStore, configure_connection, queries
 from a2pg.postgres.errors import RetryPolicy, retrying
 from a2pg.postgres.migrate import upgrade
@@ -201,6 +213,120 @@ async def test_streams_and_wakeups_live_through_a_server_restart(
         await wakeups.aclose()
         await stream.aclose()  # type: ignore[attr-defined]
         await store.close()
+
+
+# -- release_claims --------------------------------------------------------------------
+
+
+async def _claim(store: PostgresStore, holder: str) -> Head:
+    result = await store.claim_available("s", holder=holder, ttl=30)
+    assert isinstance(result, Claimed), result
+    [head] = result.heads
+    return head
+
+
+async def test_a_released_lapsed_claim_is_reclaimed_without_a_failure(postgres_dsn: str) -> None:
+    clock = FakeClock()
+    store = await PostgresStore.open(postgres_dsn, clock=clock)
+    try:
+        await store.append("s", work(), consumers=[])
+        first = await _claim(store, "a")
+        await store.fail_attempt(
+            "s",
+            consumer="worker",
+            lane=None,
+            index=1,
+            attempt=first.attempt,
+            error="x",
+            max_failures=5,
+        )
+        held = await _claim(store, "a")
+        clock.advance(60)  # the lease lapsed: a plain reclaim would count a failure
+        result = await store.release_claims("s", holder="a", claims=[held.attempt_ref])
+        assert result == ReleaseResult([held.attempt_ref.ref], [])
+        again = await store.release_claims("s", holder="a", claims=[held.attempt_ref])
+        assert again == ReleaseResult([], [])
+        [next_] = await store.claim_any(holder="b", ttl=30)
+        assert (next_.attempt, next_.failure_count) == (held.attempt + 1, 1)
+        assert next_.dispatch.last_error == "x"
+        assert (
+            await store.complete_attempt(
+                "s", consumer="worker", lane=None, index=1, attempt=held.attempt
+            )
+            == Superseded()
+        )
+    finally:
+        await store.close()
+
+
+async def test_a_release_leaves_another_holders_claim_alone(store: PostgresStore) -> None:
+    await store.append("s", work(), consumers=[])
+    head = await _claim(store, "a")
+    result = await store.release_claims("s", holder="b", claims=[head.attempt_ref])
+    assert result == ReleaseResult([], [])
+    assert isinstance(await store.claim_available("s", holder="b", ttl=30), Busy)
+    renewed = await store.renew_claims("s", holder="a", claims=[head.attempt_ref], ttl=30)
+    assert renewed.renewed == [head.attempt_ref.ref]
+
+
+async def test_a_release_or_renewal_below_the_clear_leaves_the_head_parked(
+    postgres_dsn: str,
+) -> None:
+    """A cleared head keeps its claim columns but no ready_at: neither call may give it
+    one, or claim_any (which looks at ready_at alone) would hand it out again."""
+    clock = FakeClock()
+    store = await PostgresStore.open(postgres_dsn, clock=clock)
+    try:
+        await store.append("s", work(), consumers=[])
+        head = await _claim(store, "a")
+        await store.clear("s")
+        renewed = await store.renew_claims("s", holder="a", claims=[head.attempt_ref], ttl=30)
+        assert renewed.superseded == [head.attempt_ref.ref]
+        result = await store.release_claims("s", holder="a", claims=[head.attempt_ref])
+        assert result == ReleaseResult([], [head.attempt_ref.ref])
+        clock.advance(60)
+        assert await store.claim_any(holder="b", ttl=30) == []
+    finally:
+        await store.close()
+
+
+async def test_a_release_notifies_once_and_a_repeat_not_at_all(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    await store.append("s", work(2), consumers=[])
+    result = await store.claim_available("s", holder="a", ttl=30)
+    assert isinstance(result, Claimed)
+    refs = [head.attempt_ref for head in result.heads]
+
+    async def release() -> None:
+        released = await store.release_claims("s", holder="a", claims=refs)
+        assert len(released.released) == 2
+
+    got = await _notifications(postgres_dsn, "a2pg_public", release)
+    assert got == [{"session_id": "s", "head": 2}]
+
+    async def repeat() -> None:
+        assert await store.release_claims("s", holder="a", claims=refs) == ReleaseResult([], [])
+
+    assert await _notifications(postgres_dsn, "a2pg_public", repeat) == []
+
+
+async def test_a_release_wakes_another_stores_wakeups(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    await store.append("s", work(), consumers=[])
+    head = await _claim(store, "a")
+    # Polls too rarely to matter within TIMEOUT: only the NOTIFY can bring "s".
+    reader = await PostgresStore.open(postgres_dsn, poll_interval=600)
+    wakeups = reader.wakeups()
+    try:
+        await asyncio.wait_for(reader._listener.connected.wait(), TIMEOUT)
+        await store.release_claims("s", holder="a", claims=[head.attempt_ref])
+        while (got := await asyncio.wait_for(anext(wakeups), TIMEOUT)) != "s":
+            assert got is None
+    finally:
+        await wakeups.aclose()
+        await reader.close()
 
 
 # -- batches, schemas, pools, errors ---------------------------------------------------

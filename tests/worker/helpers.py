@@ -42,6 +42,8 @@ class RecordingStore:
         self.completion_batches: list[int] = []
         self.claim_limits: list[int] = []
         self.renewals: list[tuple[str, int]] = []
+        self.releases: list[tuple[str, int]] = []
+        self.failed_attempts: list[tuple[str, int]] = []
         self.registered: list[list[str]] = []
 
     def __getattr__(self, name: str) -> Any:
@@ -58,6 +60,14 @@ class RecordingStore:
     async def renew_claims(self, session_id: str, **options: Any) -> Any:
         self.renewals.append((session_id, len(options["claims"])))
         return await self.inner.renew_claims(session_id, **options)
+
+    async def release_claims(self, session_id: str, **options: Any) -> Any:
+        self.releases.append((session_id, len(options["claims"])))
+        return await self.inner.release_claims(session_id, **options)
+
+    async def fail_attempt(self, session_id: str, **options: Any) -> Any:
+        self.failed_attempts.append((session_id, options["index"]))
+        return await self.inner.fail_attempt(session_id, **options)
 
     async def register_consumers(self, consumers: Sequence[Any]) -> None:
         self.registered.append([c.name for c in consumers])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from a2pg import Head, NewEvent, Target
@@ -149,3 +150,19 @@ async def test_events_targeting_a_registered_log_consumer_are_refused(memory: St
     await bounded(worker.run_until_idle())
     [cursor] = [c for c in await memory.cursors("s") if c.consumer == "w"]
     assert "INVALID_ARGUMENT" in (cursor.dispatch.last_error or "")
+
+
+async def test_a_handler_raising_cancelled_error_itself_fails(store: Store) -> None:
+    app = App()
+
+    @app.consumer("w")
+    async def gives_up(head: Head) -> None:
+        raise asyncio.CancelledError()
+
+    await store.append("s", [work(1)])
+    worker = Worker(store, app, backoff=EXACT)
+    await bounded(worker.run_until_idle())
+    assert (worker.stats.failed, worker.stats.released) == (1, 0)
+    [cursor] = await store.cursors("s")
+    assert cursor.dispatch.failure_count == 1
+    assert "CancelledError" in (cursor.dispatch.last_error or "")

@@ -628,7 +628,8 @@ select k.*, s.clear_index,
           coalesce(k.lane, '') collate "C";
 
 -- name: renew_claims
--- Extends the live claims of `holder` at exactly these attempts.
+-- Extends the live claims of `holder` at exactly these attempts. Heads at or below the
+-- clear index stay parked (ready_at null): a renewal must not hand them to claim_any.
 update a2_cursors c
    set claim_expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
        ready_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval
@@ -638,7 +639,35 @@ update a2_cursors c
    and c.cursor_key = k.cursor_key and c.head = k.idx and c.attempt_count = k.attempt
    and c.failed_at is null and c.claim_holder = %(holder)s
    and c.claim_expires_at > coalesce(%(now)s::timestamptz, now())
+   and c.head > (select s.clear_index from a2_sessions s where s.session_id = %(session_id)s)
 returning c.consumer, c.cursor_key, c.head;
+
+-- name: release_claims
+-- Hands back the claims of `holder` at exactly these attempts, lapsed or not: claimable
+-- at once (ready_at is now) with no failure counted; attempt_count stays, so the next
+-- claim fences the released attempt out. Heads at or below the clear index stay parked.
+-- Notifies the session once when anything was released (an InitPlan: evaluated at most
+-- once, and only when a released row is returned).
+with released as (
+  update a2_cursors c
+     set claim_holder = null, claim_expires_at = null,
+         ready_at = coalesce(%(now)s::timestamptz, now())
+    from unnest(%(consumers)s::text[], %(keys)s::text[], %(idxs)s::bigint[],
+                %(attempts)s::int[]) as k (consumer, cursor_key, idx, attempt)
+   where c.session_id = %(session_id)s and c.consumer = k.consumer
+     and c.cursor_key = k.cursor_key and c.head = k.idx and c.attempt_count = k.attempt
+     and c.failed_at is null and c.claim_holder = %(holder)s
+     and c.head > (select s.clear_index from a2_sessions s
+                    where s.session_id = %(session_id)s)
+  returning c.consumer, c.cursor_key, c.head
+), notified as (
+  select pg_notify(%(channel)s,
+                   json_build_object('session_id', s.session_id, 'head', s.head)::text)
+    from a2_sessions s
+   where s.session_id = %(session_id)s and exists (select 1 from released)
+)
+select r.consumer, r.cursor_key, r.head, (select count(*) from notified) as notified
+  from released r;
 
 -- name: fail_head
 update a2_cursors c
