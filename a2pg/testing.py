@@ -32,7 +32,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .embedded import EmbeddedPostgres, EmbeddedUnavailable
+from .embedded import EmbeddedPostgres as EmbeddedPostgres  # re-exported for tests
+from .embedded import EmbeddedUnavailable
 
 DSN_ENV = "A2PG_TEST_DSN"
 SERVER_ENV = "A2PG_TEST_SERVER"

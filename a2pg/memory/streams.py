@@ -7,6 +7,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable
 
 from ..models import StoredEvent
+from ..wakeups import Wakeups
 
 ReadAfter = Callable[[int], list[StoredEvent]]
 """Reads the next stored events after an index (visible ones only, bounded)."""
@@ -72,40 +73,5 @@ class Hub:
     def unsubscribe(self, subscriber: Wakeups) -> None:
         self._wakeups.discard(subscriber)
 
-
-class Wakeups:
-    """Session ids where claimable work may have appeared, in first-signalled order, each
-    pending id once. Subscribed from creation, so work signalled before the first
-    ``__anext__`` is not missed; unsubscribed by ``aclose()`` (or when dropped)."""
-
-    def __init__(self, hub: Hub) -> None:
-        self._hub = hub
-        self._pending: dict[str | None, None] = {}
-        self._signal = asyncio.Event()
-        self._closed = False
-
-    def push(self, session_id: str | None) -> None:
-        self._pending[session_id] = None
-        self._signal.set()
-
-    def wake(self) -> None:
-        self._signal.set()
-
-    def __aiter__(self) -> Wakeups:
-        return self
-
-    async def __anext__(self) -> str | None:
-        while not (self._closed or self._hub.closed):
-            if self._pending:
-                session_id = next(iter(self._pending))
-                del self._pending[session_id]
-                return session_id
-            self._signal.clear()
-            await self._signal.wait()
-        raise StopAsyncIteration
-
-    async def aclose(self) -> None:
-        self._closed = True
-        self._pending.clear()
-        self._hub.unsubscribe(self)
-        self._signal.set()
+    def start(self) -> None:
+        """Nothing to start: memory signals subscribers as it writes."""

@@ -28,6 +28,7 @@ from psycopg_pool import PoolTimeout
 
 from ..backoff import Backoff
 from ..models import StoredEvent
+from ..wakeups import Wakeups
 from .errors import connection_lost
 from .queries import query
 
@@ -261,42 +262,3 @@ class Listener:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close()
-
-
-class Wakeups:
-    """Session ids where claimable work may have appeared (None: unknown), each pending id
-    once, in first-signalled order. Subscribed from creation, so work signalled before
-    the first ``__anext__`` is not missed; ``aclose()`` unsubscribes."""
-
-    def __init__(self, listener: Listener) -> None:
-        self._listener = listener
-        self._pending: dict[str | None, None] = {}
-        self._signal = asyncio.Event()
-        self._closed = False
-
-    def push(self, session_id: str | None) -> None:
-        self._pending[session_id] = None
-        self._signal.set()
-
-    def wake(self) -> None:
-        self._signal.set()
-
-    def __aiter__(self) -> Wakeups:
-        return self
-
-    async def __anext__(self) -> str | None:
-        self._listener.start()
-        while not (self._closed or self._listener.closed):
-            if self._pending:
-                session_id = next(iter(self._pending))
-                del self._pending[session_id]
-                return session_id
-            self._signal.clear()
-            await self._signal.wait()
-        raise StopAsyncIteration
-
-    async def aclose(self) -> None:
-        self._closed = True
-        self._pending.clear()
-        self._listener.unsubscribe(self)
-        self._signal.set()

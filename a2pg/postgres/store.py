@@ -27,12 +27,12 @@ from ..models import (
     WakeLogResult,
 )
 from ..validation import DEFAULT_LIMITS, CheckedEvent, Limits
+from ..wakeups import Wakeups
 from . import codec
 from .attempts import AttemptsMixin, names_of
 from .base import Committed, Conn, Finish, execute, finished
 from .completions import fence, replay
 from .connect import check_pool_connection, configure_connection
-from .listen import Wakeups
 from .presence import PostgresPresence
 from .queries import query
 from .snapshots import SnapshotsMixin
