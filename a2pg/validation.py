@@ -56,7 +56,16 @@ def check_text(value: object, what: str, *, max_length: int, setting: str) -> st
         raise invalid(f"{what} must not contain NUL (\\u0000)")
     if len(value) > max_length:
         raise _over(what, len(value), setting, max_length)
+    _check_utf8(value, what)
     return value
+
+
+def _check_utf8(text: str, what: str) -> None:
+    """PostgreSQL stores UTF-8: a lone surrogate (``"\\ud800"``) has no encoding."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise invalid(f"{what} is not valid Unicode: it holds a lone surrogate") from None
 
 
 def check_session_id(session_id: object, limits: Limits = DEFAULT_LIMITS) -> str:
@@ -155,9 +164,11 @@ def check_json(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> str
             continue
         raise invalid(f"{what} is not JSON: {type(item).__name__} has no JSON form")
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (ValueError, TypeError, RecursionError) as exc:  # cycles, or too deep for json
         raise invalid(f"{what} is not JSON: {exc}") from None
+    _check_utf8(text, what)
+    return text
 
 
 def check_payload(payload: JSON, limits: Limits = DEFAULT_LIMITS) -> str:
@@ -294,10 +305,12 @@ def check_events(
 
 
 def check_error_text(error: object, limits: Limits = DEFAULT_LIMITS) -> str:
-    """A failure's error text; long tracebacks are cut to the limit rather than refused."""
+    """A failure's error text; never refused for its content: long tracebacks are cut to
+    the limit, NUL and lone surrogates (which PostgreSQL cannot store) are escaped."""
     if not isinstance(error, str):
         raise invalid(f"error must be a str, not {type(error).__name__}")
     text = error.replace("\x00", "\\u0000")
+    text = text.encode("utf-8", "backslashreplace").decode()
     return text[: limits.max_error_length]
 
 

@@ -141,6 +141,14 @@ async def test_nul_in_error_text_is_escaped(store: Store) -> None:
     assert cursor.dispatch.last_error == "bad\\u0000byte"
 
 
+async def test_a_lone_surrogate_in_error_text_is_escaped(store: Store) -> None:
+    await append(store, "s", ev(to=["c"]))
+    head = await claim_one(store, "s")
+    assert await fail(store, head, error="bad\ud800text") == FailResult("failed", 1)
+    [cursor] = await store.cursors("s")
+    assert cursor.dispatch.last_error == "bad\\ud800text"
+
+
 async def test_a_dead_letter_leaves_other_work_claimable(store: Store) -> None:
     await append(store, "s", ev(to=["c", "d"]))
     c, d = await claim(store, "s")

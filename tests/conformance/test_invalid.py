@@ -58,6 +58,7 @@ SESSION_OPS: dict[str, SessionOp] = {
 BAD_SESSION_IDS: dict[str, tuple[Any, str]] = {
     "empty": ("", "empty"),
     "nul": ("s\x00", "NUL"),
+    "lone-surrogate": ("s\ud800", "Unicode"),
     "over-long": ("s" * (DEFAULT_LIMITS.max_session_id_length + 1), "Limits.max_session_id_length"),
 }
 
@@ -102,6 +103,8 @@ BAD_PAYLOADS: dict[str, Any] = {
     "nul-in-string": "a\x00b",
     "nul-in-nested-string": ["ok", {"k": "\x00"}],
     "nul-in-key": {"a\x00": 1},
+    "lone-surrogate": "a\ud800b",
+    "lone-surrogate-in-key": {"\udfff": 1},
     "too-deep": None,
 }
 
@@ -155,6 +158,8 @@ BAD_EVENTS: dict[str, tuple[NewEvent, str]] = {
     "zero-cause-attempt": (NewEvent("t", cause=AttemptRef("c", None, 1, 0)), "attempt"),
     "negative-cause-index": (NewEvent("t", cause=AttemptRef("c", None, -1, 1)), "index"),
     "reserved-clear-type": (NewEvent("a2.cleared"), "reserved"),
+    "surrogate-type": (NewEvent("t\ud800"), "Unicode"),
+    "surrogate-id": (NewEvent("t", id="i\udc00"), "Unicode"),
 }
 
 
