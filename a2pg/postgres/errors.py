@@ -79,8 +79,6 @@ def translated() -> Iterator[None]:
         raise invalid(f"a number beyond PostgreSQL's range: {exc.diag.message_primary}") from exc
     except (pg.UntranslatableCharacter, pg.CharacterNotInRepertoire) as exc:
         raise invalid(f"text PostgreSQL cannot store: {exc.diag.message_primary}") from exc
-    except UnicodeEncodeError as exc:
-        raise invalid(f"text that is not valid Unicode (a lone surrogate?): {exc}") from exc
 
 
 async def retrying(
