@@ -152,7 +152,7 @@ class AttemptsMixin(StoreBase):
                 cur = await execute(conn, queries.claim_any(limit), params)
                 return [codec.head(row) for row in await cur.fetchall()]
 
-        return await retrying(run, idempotent=False)
+        return await retrying(run, idempotent=False, on_connection_lost=self._check_pool_soon)
 
     async def renew_claims(
         self, session_id: str, *, holder: str, claims: Sequence[AttemptRef], ttl: float

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,7 +21,7 @@ from ..ids import Clock, IdGenerator, uuid7
 from ..models import Consumer, StoredEvent
 from ..validation import Limits
 from . import codec
-from .errors import retrying
+from .errors import log, retrying
 from .listen import Listener
 from .queries import query
 from .writes import SessionHead, WritePlan
@@ -143,6 +144,7 @@ class StoreBase:
         self._registry_ttl = registry_ttl
         self._registry_cache: tuple[float, list[Consumer]] | None = None
         self._channel = channel_name(schema)
+        self._pool_check: asyncio.Task[None] | None = None
         self._listener = Listener(
             connect=connect, channel=self._channel, poll_interval=poll_interval, clock=clock
         )
@@ -159,6 +161,21 @@ class StoreBase:
         """The injected clock's time, or None: SQL then takes the server's."""
         return None if self._clock is None else self._clock()
 
+    def _check_pool_soon(self) -> None:
+        """After a lost connection (a server restart, a failover) the pool's other idle
+        connections are likely dead too: test them all now, in the background, so that
+        one operation fails instead of one per pooled connection."""
+        if self._pool_check is None or self._pool_check.done():
+            self._pool_check = asyncio.get_running_loop().create_task(
+                self._check_pool(), name="a2pg-pool-check"
+            )
+
+    async def _check_pool(self) -> None:
+        try:
+            await self._pool.check()
+        except Exception as exc:  # the server may still be down: the next failure retries
+            log.info("checking the pool's connections failed: %s", exc)
+
     # -- running statements ----------------------------------------------------------------
 
     async def _read(self, name: str, params: Params, *, idempotent: bool = True) -> list[DictRow]:
@@ -169,7 +186,7 @@ class StoreBase:
                 cur = await execute(conn, query(name), params)
                 return await cur.fetchall() if cur.description is not None else []
 
-        return await retrying(run, idempotent=idempotent)
+        return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
 
     async def _write(
         self, body: Callable[[Conn, Committed], Awaitable[Finish[T]]], *, idempotent: bool
@@ -199,7 +216,7 @@ class StoreBase:
             self._announce(committed.plan, [row["session_id"] for row in notified])
             return value
 
-        return await retrying(run, idempotent=idempotent)
+        return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
 
     def _announce(self, plan: WritePlan | None, notified: Sequence[str]) -> None:
         if plan is not None:

@@ -86,18 +86,22 @@ async def retrying(
     *,
     idempotent: bool,
     policy: RetryPolicy = DEFAULT_RETRY,
+    on_connection_lost: Callable[[], None] | None = None,
 ) -> T:
     """Runs ``operation`` (one whole transaction), again after a transient failure.
 
     Deadlocks and serialization failures rolled everything back, so they are retried
     for every operation; a lost connection only for idempotent ones, since its last
-    commit may or may not have happened.
+    commit may or may not have happened. ``on_connection_lost`` hears of every lost
+    connection, retried or not (the store then checks its idle connections).
     """
     for attempt in range(1, policy.attempts + 1):
         try:
             with translated():
                 return await operation()
         except psycopg.Error as exc:
+            if on_connection_lost is not None and connection_lost(exc):
+                on_connection_lost()
             if attempt == policy.attempts or not transient(exc, idempotent=idempotent):
                 raise
             delay = min(policy.max_delay, policy.first_delay * 2 ** (attempt - 1))

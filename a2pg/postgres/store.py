@@ -138,6 +138,8 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
     async def close(self) -> None:
         """Ends streams and wakeups, closes the LISTEN connection and the pool (if owned)."""
         await self._listener.close()
+        if self._pool_check is not None:
+            self._pool_check.cancel()
         if self._owns_pool:
             await self._pool.close()
 
