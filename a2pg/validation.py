@@ -400,3 +400,43 @@ def check_presence_write(
         check_datetime(at, "presence at"),
         check_seconds(ttl, "presence ttl"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ReadArgs:
+    """Checked ``read`` arguments; ``types`` de-duplicated in the order given."""
+
+    after: int
+    through: int | None
+    types: tuple[str, ...] | None
+    limit: int | None
+
+
+def check_read(
+    session_id: object,
+    *,
+    after: object,
+    through: object,
+    types: object,
+    limit: object,
+    limits: Limits = DEFAULT_LIMITS,
+) -> ReadArgs:
+    check_session_id(session_id, limits)
+    checked_types: tuple[str, ...] | None = None
+    if types is not None:
+        if isinstance(types, str | bytes) or not isinstance(types, Sequence):
+            raise invalid("types must be a sequence of event types")
+        checked_types = tuple(
+            dict.fromkeys(
+                check_text(
+                    t, "event type", max_length=limits.max_type_length, setting="max_type_length"
+                )
+                for t in types
+            )
+        )
+    return ReadArgs(
+        check_optional_bound(after, "after") or 0,
+        check_optional_bound(through, "through"),
+        checked_types,
+        check_optional_bound(limit, "limit"),
+    )

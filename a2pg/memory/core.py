@@ -79,23 +79,16 @@ class MemoryCore:
         types: Sequence[str] | None = None,
         limit: int | None = None,
     ) -> list[StoredEvent]:
-        check.check_session_id(session_id, self._limits)
-        after = check.check_optional_bound(after, "after")
-        through = check.check_optional_bound(through, "through")
-        limit = check.check_optional_bound(limit, "limit")
-        wanted = self._types(types)
-        return self._read(session_id, after or 0, through, wanted, limit)
-
-    def _types(self, types: Sequence[str] | None) -> frozenset[str] | None:
-        if types is None:
-            return None
-        if isinstance(types, str) or not isinstance(types, Sequence):
-            raise invalid("types must be a sequence of event types")
-        limit = self._limits.max_type_length
-        return frozenset(
-            check.check_text(t, "event type", max_length=limit, setting="max_type_length")
-            for t in types
+        args = check.check_read(
+            session_id,
+            after=after,
+            through=through,
+            types=types,
+            limit=limit,
+            limits=self._limits,
         )
+        wanted = None if args.types is None else frozenset(args.types)
+        return self._read(session_id, args.after, args.through, wanted, args.limit)
 
     def _read(
         self,

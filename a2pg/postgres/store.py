@@ -235,25 +235,18 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
         types: Sequence[str] | None = None,
         limit: int | None = None,
     ) -> list[StoredEvent]:
-        check.check_session_id(session_id, self._limits)
-        after = check.check_optional_bound(after, "after")
-        through = check.check_optional_bound(through, "through")
-        limit = check.check_optional_bound(limit, "limit")
-        wanted = self._types(types)
-        return await self._events_after(
-            session_id, after=after or 0, through=through, types=wanted, limit=limit
+        args = check.check_read(
+            session_id,
+            after=after,
+            through=through,
+            types=types,
+            limit=limit,
+            limits=self._limits,
         )
-
-    def _types(self, types: Sequence[str] | None) -> list[str] | None:
-        if types is None:
-            return None
-        if isinstance(types, str) or not isinstance(types, Sequence):
-            raise invalid("types must be a sequence of event types")
-        limit = self._limits.max_type_length
-        return [
-            check.check_text(t, "event type", max_length=limit, setting="max_type_length")
-            for t in types
-        ]
+        wanted = None if args.types is None else list(args.types)
+        return await self._events_after(
+            session_id, after=args.after, through=args.through, types=wanted, limit=args.limit
+        )
 
     async def wake_log(self, session_id: str, consumer: Consumer) -> WakeLogResult:
         """Brings a log consumer's cursor up to date, creating it as an append would; a
