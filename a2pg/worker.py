@@ -316,7 +316,9 @@ class Worker:
                     self._begin(head)
                 if len(heads) >= limit:
                     continue
-                if not self._inflight:
+                # A wake during the claim (an attempt finished, a notification) may
+                # be work the claim's snapshot predates: not idle, claim again.
+                if not self._inflight and not self._wake.is_set():
                     self._idle_seq = seq
                     self._idle_changed.set()
                     if until_idle:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
+from typing import Any, cast
 
-from a2pg import AttemptRef, Head, LogSpec, NewEvent, Target
+from a2pg import AttemptRef, CompleteResult, Completion, Head, LogSpec, NewEvent, Target
 from a2pg.ids import FakeClock
 from a2pg.store import Store
 from a2pg.worker import App, Worker
@@ -214,3 +216,40 @@ async def test_two_workers_share_the_work_once_each_and_lanes_stay_ordered(
     assert len(seen) == len(set(seen)) == 8 * 12
     assert sum(w.stats.completed for w in workers) == 8 * 12
     assert all(indexes == sorted(indexes) for indexes in order.values())
+
+
+class StaleSnapshotClaims(RecordingStore):
+    """Answers each claim from a snapshot taken before a few task switches, as a claim
+    statement on PostgreSQL answers from a snapshot taken before commits that land while
+    it runs; completions go through only after a few switches of their own."""
+
+    async def claim_any(self, **options: Any) -> list[Head]:
+        heads = await self.inner.claim_any(**options)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        return heads
+
+    async def complete_attempts(self, completions: Sequence[Completion]) -> list[CompleteResult]:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return await self.inner.complete_attempts(completions)
+
+
+async def test_work_a_completion_creates_during_a_claim_is_not_missed(memory: Store) -> None:
+    """run_until_idle must not call the worker idle on a claim whose snapshot predates a
+    completion that committed while it ran: that completion may have made new work."""
+    app = App()
+    audited: list[int] = []
+
+    @app.consumer("reply")
+    async def reply(head: Head) -> list[NewEvent]:
+        return [NewEvent("answer", {"to": head.index})]
+
+    @app.consumer("audit", log=LogSpec(types=("answer",)))
+    async def audit(head: Head) -> None:
+        audited.append(head.index)
+
+    store = StaleSnapshotClaims(memory)
+    await memory.append("s", [NewEvent("question", targets=[Target("reply", "turns")])])
+    await bounded(Worker(cast(Store, store), app).run_until_idle())
+    assert audited == [2]
