@@ -83,8 +83,12 @@ async def test_claim_any_scans_the_ready_index_even_with_a_generic_plan(
         cur = await conn.execute(f"explain execute claim({args})".encode())
         plan = "\n".join(row[0] for row in await cur.fetchall())
         await conn.execute("rollback")
-    assert "Index Scan using a2_cursors_ready on a2_cursors" in plan, plan
-    assert "Seq Scan on a2_cursors" not in plan, plan
+    # The pick of ready heads must walk the ready_at index. At this small size (2,000
+    # cursors) the planner may join the UPDATE back by a seq scan, a legitimate choice
+    # that made this test flaky; test_plans.py checks the whole statement at 10,000.
+    picked = plan.split("CTE picked", 1)[1].split("CTE claimed", 1)[0]
+    assert "Index Scan using a2_cursors_ready on a2_cursors" in picked, plan
+    assert "Seq Scan" not in picked, plan
 
 
 async def test_claim_any_texts_are_one_per_limit() -> None:
