@@ -53,13 +53,14 @@ from .validation import Limits
 if TYPE_CHECKING:
     from .memory import MemoryStore
     from .postgres import PostgresStore
-    from .worker import Worker
+    from .worker import App, Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CLEAR_EVENT_TYPE",
     "A2Error",
+    "App",
     "AppendResult",
     "AttemptRef",
     "Busy",
@@ -106,6 +107,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "App": ".worker",
     "MemoryStore": ".memory",
     "PostgresStore": ".postgres",
     "Worker": ".worker",
