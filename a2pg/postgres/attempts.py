@@ -33,7 +33,6 @@ from ..models import (
 from . import codec, queries
 from .base import MAX_INDEX, Committed, Conn, Finish, StoreBase, execute, finished
 from .completions import Item, complete_batch, complete_fenced, fits_fast_path, missed_fence
-from .errors import retrying
 from .queries import query
 from .writes import columns, push
 
@@ -147,12 +146,8 @@ class AttemptsMixin(StoreBase):
             "names": names_of(consumers),
         }
 
-        async def run() -> list[Head]:
-            async with self._pool.connection() as conn:
-                cur = await execute(conn, queries.claim_any(limit), params)
-                return [codec.head(row) for row in await cur.fetchall()]
-
-        return await retrying(run, idempotent=False, on_connection_lost=self._check_pool_soon)
+        rows = await self._autocommit(queries.claim_any(limit), params, idempotent=False)
+        return [codec.head(row) for row in rows]
 
     async def renew_claims(
         self, session_id: str, *, holder: str, claims: Sequence[AttemptRef], ttl: float

@@ -179,11 +179,17 @@ class StoreBase:
     # -- running statements ----------------------------------------------------------------
 
     async def _read(self, name: str, params: Params, *, idempotent: bool = True) -> list[DictRow]:
-        """One statement on an autocommit connection; its rows."""
+        """The named statement on an autocommit connection; its rows."""
+        return await self._autocommit(query(name), params, idempotent=idempotent)
+
+    async def _autocommit(
+        self, statement: LiteralString | bytes, params: Params, *, idempotent: bool
+    ) -> list[DictRow]:
+        """One statement on an autocommit connection (retried when transient); its rows."""
 
         async def run() -> list[DictRow]:
             async with self._pool.connection() as conn:
-                cur = await execute(conn, query(name), params)
+                cur = await execute(conn, statement, params)
                 return await cur.fetchall() if cur.description is not None else []
 
         return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
