@@ -118,6 +118,11 @@ class Dispatch:
     last_error: str | None = None
     failed_at: datetime | None = None
 
+    def error_line(self, width: int = 80) -> str:
+        """The line of ``last_error`` that says what went wrong: a traceback's last line."""
+        lines = [line.strip() for line in (self.last_error or "").splitlines() if line.strip()]
+        return lines[-1][:width] if lines else ""
+
 
 @dataclass(frozen=True, slots=True)
 class Cursor:

@@ -32,8 +32,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .embedded import EmbeddedPostgres as EmbeddedPostgres  # re-exported for tests
-from .embedded import EmbeddedUnavailable
+from .postgres.embedded import EmbeddedPostgres as EmbeddedPostgres  # re-exported for tests
+from .postgres.embedded import EmbeddedUnavailable
 
 DSN_ENV = "A2PG_TEST_DSN"
 SERVER_ENV = "A2PG_TEST_SERVER"
@@ -285,7 +285,7 @@ class ReusableDatabase:
     def _reset(self, dsn: str) -> bool:
         """Ends connections a test left behind and empties every table; False when the
         database is no longer a pristine head layout and must be replaced."""
-        from .postgres.migrate import HEAD_REVISION, TABLES
+        from .postgres.layout import HEAD_REVISION, TABLES
 
         with psycopg.connect(self._template.server_dsn, autocommit=True) as server:
             server.execute(

@@ -9,7 +9,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from a2pg.errors import A2Error
-from a2pg.postgres import migrate
+from a2pg.postgres import layout, migrate
 
 config = context.config
 x_args = context.get_x_argument(as_dictionary=True)
@@ -22,12 +22,12 @@ dsn: str | None = (
     or config.get_main_option("sqlalchemy.url")
     or None
 )
-schema: str = migrate.check_schema(
+schema: str = layout.check_schema(
     config.attributes.get("schema")
     or x_args.get("schema")
     or os.environ.get("A2PG_SCHEMA")
     or config.get_main_option("a2pg.schema")
-    or migrate.DEFAULT_SCHEMA
+    or layout.DEFAULT_SCHEMA
 )
 
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -39,7 +39,7 @@ def run_offline() -> None:
     context.configure(
         dialect_name="postgresql",
         literal_binds=True,
-        version_table=migrate.VERSION_TABLE,
+        version_table=layout.VERSION_TABLE,
         version_table_schema=schema,
     )
     with context.begin_transaction():
@@ -53,7 +53,7 @@ def run_on(connection: Connection) -> None:
     status = migrate.prepare_schema(connection, schema)
     context.configure(
         connection=connection,
-        version_table=migrate.VERSION_TABLE,
+        version_table=layout.VERSION_TABLE,
         version_table_schema=schema,
     )
     migration = context.get_context()
@@ -64,8 +64,8 @@ def run_on(connection: Connection) -> None:
     elif heads and status.state == "empty":
         raise A2Error(
             "STORE_NOT_CONFIGURED",
-            f"{migrate.VERSION_TABLE} in schema {schema!r} says {', '.join(heads)} but the "
-            f"a2pg tables are gone; drop {schema}.{migrate.VERSION_TABLE} and run `a2pg migrate`",
+            f"{layout.VERSION_TABLE} in schema {schema!r} says {', '.join(heads)} but the "
+            f"a2pg tables are gone; drop {schema}.{layout.VERSION_TABLE} and run `a2pg migrate`",
         )
     # The connection is already in a transaction, so Alembic's begin_transaction()
     # would do nothing: the whole run commits (or rolls back) as one.

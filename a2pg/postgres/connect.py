@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection, sql
 
 from ..errors import invalid
 from .base import Conn, execute
 
+if TYPE_CHECKING:
+    from .store import PostgresStore
+
 Configure = Callable[[AsyncConnection[Any]], Awaitable[None]]
+
+CONNECT_TIMEOUT = 10
+"""Seconds ``open_store`` waits for the database before reporting it unreachable."""
+
+_DRIVER_PREFIX = re.compile(r"^postgres(?:ql)?(?:\+\w+)?://")
+
+
+def to_libpq_dsn(dsn: str) -> str:
+    """``postgresql+psycopg://`` and ``postgres://`` URLs as libpq reads them; other DSNs as is."""
+    return _DRIVER_PREFIX.sub("postgresql://", dsn, count=1)
 
 
 def configure_connection(schema: str) -> Configure:
@@ -39,3 +54,30 @@ async def check_pool_connection(conn: Conn, schema: str) -> None:
             f"whose search_path is schema {schema!r}: build it with "
             f"kwargs={{'autocommit': True}}, configure=configure_connection({schema!r})"
         )
+
+
+async def check_reachable(dsn: str) -> None:
+    """Connects once, with a short timeout: an unreachable database fails in seconds with
+    ``psycopg.OperationalError`` (a pool would keep retrying until its own timeout)."""
+    conn = await AsyncConnection.connect(
+        to_libpq_dsn(dsn), connect_timeout=CONNECT_TIMEOUT, autocommit=True
+    )
+    await conn.close()
+
+
+@asynccontextmanager
+async def open_store(dsn: str, schema: str | None = None) -> AsyncIterator[PostgresStore]:
+    """A ``PostgresStore`` on a reachable (see ``check_reachable``), migrated database
+    (``STORE_NOT_CONFIGURED`` otherwise), closed on exit."""
+    await check_reachable(dsn)
+    from .store import PostgresStore
+
+    store = (
+        await PostgresStore.open(dsn)
+        if schema is None
+        else await PostgresStore.open(dsn, schema=schema)
+    )
+    try:
+        yield store
+    finally:
+        await store.close()

@@ -32,7 +32,8 @@ from . import codec
 from .attempts import AttemptsMixin, names_of
 from .base import Committed, Conn, Finish, execute, finished
 from .completions import fence, replay
-from .connect import check_pool_connection, configure_connection
+from .connect import check_pool_connection, configure_connection, to_libpq_dsn
+from .layout import check_schema, ensure_layout
 from .presence import PostgresPresence
 from .queries import query
 from .snapshots import SnapshotsMixin
@@ -83,8 +84,6 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
         wakeups look for what notifications may have missed. Streams and wakeups use
         one extra connection of their own, to ``listen_dsn`` (default: the pool's DSN).
         """
-        from .migrate import check_schema, ensure_layout, to_libpq_dsn
-
         check_schema(schema)
         configure = configure_connection(schema)
         conn_kwargs: dict[str, Any] = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from a2pg.models import Head, NewEvent
-from a2pg.worker_app import App
+from a2pg.worker.app import App
 
 app = App()
 not_an_app = 42

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from a2pg.bench import Series, percentile
-from a2pg.progress import ProgressBar
+from a2pg.bench.run import Series, percentile
+from a2pg.demo.progress import ProgressBar
 
 
 def test_percentile_is_nearest_rank() -> None:

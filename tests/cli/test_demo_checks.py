@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from a2pg.demo_checks import (
+from a2pg.demo.checks import (
     AUDIT,
     AUDIT_CONSUMER,
     AUDIT_LANE,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from a2pg.backoff import Backoff
-from a2pg.cli_config import DemoConfig
-from a2pg.demo import (
+from a2pg.demo import DemoConfig
+from a2pg.demo.run import (
     MAX_FAILURES,
     DemoRun,
     app,

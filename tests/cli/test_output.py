@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from a2pg.cli_output import (
+from a2pg.cli.output import (
     CURSOR_COLUMNS,
     cursor_json,
     cursor_rows,
@@ -97,11 +97,14 @@ def test_event_line_shows_index_type_cause_and_payload() -> None:
     assert line.endswith('{"text":"hi"}')
 
 
-def test_error_gist_is_the_last_line_of_a_traceback() -> None:
-    from a2pg.cli_output import error_gist
+def test_error_line_is_the_last_line_of_a_traceback() -> None:
+    from a2pg import Dispatch
 
-    assert error_gist("Traceback (most recent call last):\n  File x\nValueError: boom\n") == (
+    def error_line(error: str | None) -> str:
+        return Dispatch(last_error=error).error_line()
+
+    assert error_line("Traceback (most recent call last):\n  File x\nValueError: boom\n") == (
         "ValueError: boom"
     )
-    assert error_gist(None) == ""
-    assert len(error_gist("x" * 500)) == 80
+    assert error_line(None) == ""
+    assert len(error_line("x" * 500)) == 80

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from a2pg.cli import build_parser
-from a2pg.cli_common import EXIT_CODES_HELP
+from a2pg.cli.common import EXIT_CODES_HELP
+from a2pg.cli.main import build_parser
 
 from .conftest import Cli, closed_port_dsn
 

@@ -33,7 +33,7 @@ def test_bad_app_specs_exit_2(cli: Cli, postgres_dsn: str, spec: str, message: s
 
 
 def test_load_app_accepts_a_factory() -> None:
-    from a2pg.cli_admin import load_app
+    from a2pg.cli.admin import load_app
 
     from .sample_app import app
 

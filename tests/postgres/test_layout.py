@@ -9,15 +9,15 @@ import pytest
 from psycopg.pq import TransactionStatus
 
 from a2pg import A2Error, StoreNotConfigured
-from a2pg.postgres.migrate import (
+from a2pg.postgres.layout import (
     HEAD_REVISION,
     LAYOUT,
     LayoutState,
     LayoutStatus,
     ensure_layout,
     inspect_layout,
-    upgrade,
 )
+from a2pg.postgres.migrate import upgrade
 from a2pg.testing import DatabaseTemplate, scratch_database
 
 pytestmark = pytest.mark.postgres

@@ -18,7 +18,14 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from a2pg.postgres import migrate
-from a2pg.postgres.migrate import HEAD_REVISION, REVISIONS, TABLES, VERSION_TABLE, inspect_layout
+from a2pg.postgres.layout import (
+    HEAD_REVISION,
+    LAYOUT,
+    REVISIONS,
+    TABLES,
+    VERSION_TABLE,
+    inspect_layout,
+)
 from a2pg.testing import scratch_database
 
 pytestmark = pytest.mark.postgres
@@ -53,7 +60,7 @@ def test_upgrade_creates_the_head_layout_on_an_empty_database(db: str) -> None:
     assert versions(db) == [HEAD_REVISION]
     with psycopg.connect(db) as conn:
         meta: dict[str, str] = dict(conn.execute("select key, value from a2_meta"))
-    assert meta == {"layout": migrate.LAYOUT, "revision": HEAD_REVISION}
+    assert meta == {"layout": LAYOUT, "revision": HEAD_REVISION}
 
 
 def test_upgrade_again_changes_nothing(db: str) -> None:

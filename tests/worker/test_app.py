@@ -10,7 +10,7 @@ import pytest
 from a2pg import A2Error, Consumer, Dispatch, Head, LogSpec, NewEvent, StoredEvent
 from a2pg.backoff import Backoff
 from a2pg.worker import App, Worker
-from a2pg.worker_app import completion_events, returned_event_id
+from a2pg.worker.app import completion_events, returned_event_id
 
 
 def head(index: int = 3, attempt: int = 1, *, session: str = "s", lane: str | None = None) -> Head:

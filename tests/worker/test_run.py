@@ -11,7 +11,7 @@ from a2pg import AttemptRef, CompleteResult, Completion, Head, LogSpec, NewEvent
 from a2pg.ids import FakeClock
 from a2pg.store import Store
 from a2pg.worker import App, Worker
-from a2pg.worker_app import returned_event_id
+from a2pg.worker.app import returned_event_id
 
 from .conftest import MakeStore
 from .helpers import RecordingStore, bounded, until, work

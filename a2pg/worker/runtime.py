@@ -13,15 +13,13 @@ import uuid
 from types import TracebackType
 from typing import Any
 
-from .backoff import Backoff
-from .models import Head
-from .store import Store
-from .worker_app import App, Handler, HandlerResult
-from .worker_attempt import Attempt, AttemptRunner, WorkerStats
-from .worker_batch import CompletionBatcher
-from .worker_lease import LeaseRenewer
-
-__all__ = ["App", "Backoff", "Handler", "HandlerResult", "Worker", "WorkerStats", "serve"]
+from ..backoff import Backoff
+from ..models import Head
+from ..store import Store
+from .app import App
+from .attempt import Attempt, AttemptRunner, WorkerStats
+from .batch import CompletionBatcher
+from .lease import LeaseRenewer
 
 log = logging.getLogger("a2pg.worker")
 

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .models import StoredEvent
+from ..models import StoredEvent
 
 USER = "chat.user"
 REPLY = "chat.reply"

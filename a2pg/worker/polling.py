@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .store import Store
+from ..store import Store
 
 
 class PollingOnly:

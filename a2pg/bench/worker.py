@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .models import Head
-from .worker_app import App
+from ..models import Head
+from ..worker.app import App
 
 DRAIN_CONSUMER = "bench-drain"
 PING_CONSUMER = "bench-ping"
@@ -65,9 +65,9 @@ def worker_process(
 
 
 async def _serve(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> dict[str, int]:
-    from .polling import PollingOnly
-    from .postgres import PostgresStore
-    from .worker import Worker
+    from ..postgres import PostgresStore
+    from ..worker.polling import PollingOnly
+    from ..worker.runtime import Worker
 
     if spec.schema is None:
         store = await PostgresStore.open(spec.dsn)

@@ -10,7 +10,6 @@ lane shows as blocked, and the demo redrives it with ``skip``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -19,17 +18,18 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
-from . import cli_output as out
-from .cli_common import EXIT_FAILED, EXIT_OK, fail, open_store
-from .cli_config import DemoConfig
-from .cli_output import error_gist
-from .demo_checks import (
+from ..models import Head, LogSpec, NewEvent, Target
+from ..postgres.connect import open_store
+from ..postgres.probe import Probe
+from ..store import Store
+from ..worker import App
+from .checks import (
     AUDIT,
     AUDIT_CONSUMER,
     AUDIT_LANE,
@@ -45,12 +45,9 @@ from .demo_checks import (
     flaky,
     tally_session,
 )
-from .demo_checks import checks as judge
-from .models import Head, LogSpec, NewEvent, Target
-from .probe import Probe
+from .checks import checks as judge
+from .config import DemoConfig
 from .progress import ProgressBar
-from .store import Store
-from .worker_app import App
 
 app = App()
 
@@ -62,6 +59,10 @@ STOP_TIMEOUT = 15.0
 MAX_FAILURES = 4
 RETRY_BASE = 0.05
 RETRY_CAP = 0.2
+
+
+class DemoFailed(RuntimeError):
+    """The demo could not run its workload (its workers did not start)."""
 
 
 class Flaky(RuntimeError):
@@ -125,7 +126,7 @@ class DemoRun:
     timed_out: bool = False
     checks: list[Check] = field(default_factory=list)
     server: str = ""
-    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    dead_letters: list[Head] = field(default_factory=list)
 
     def session_id(self, i: int) -> str:
         return f"demo-{self.run_id}-{i:04d}"
@@ -201,9 +202,7 @@ async def wait_connected(probe: Probe, run: DemoRun, procs: list[Any], log: Path
     while await probe.connected(prefix) < len(procs):
         if any(p.returncode is not None for p in procs) or time.monotonic() > deadline:
             lines = _log_tail(log).strip().splitlines()
-            fail(
-                EXIT_FAILED, "demo workers did not start: " + (lines[-1] if lines else "no output")
-            )
+            raise DemoFailed("demo workers did not start: " + (lines[-1] if lines else "no output"))
         await asyncio.sleep(POLL_SECONDS)
 
 
@@ -227,7 +226,7 @@ async def stop_workers(procs: list[Any]) -> list[int | None]:
 async def handle_poison(store: Store, run: DemoRun) -> None:
     """Records the poison's dead letter as listings show it, then skips it."""
     heads = await store.dead_letters(run.poison.session_id)
-    run.dead_letters = [out.dead_letter_row(h) for h in heads]
+    run.dead_letters = heads
     for head in heads:
         if head.index == run.poison.index and head.consumer == REPLY_CONSUMER:
             cursors = await store.cursors(run.poison.session_id)
@@ -235,7 +234,7 @@ async def handle_poison(store: Store, run: DemoRun) -> None:
             run.poison.dead_lettered = True
             run.poison.blocked = bool(lane) and lane[0].blocked
             run.poison.failures = head.failure_count
-            run.poison.error = error_gist(head.dispatch.last_error)
+            run.poison.error = head.dispatch.error_line()
     result = await store.redrive(
         run.poison.session_id, consumer=REPLY_CONSUMER, index=run.poison.index, action="skip"
     )
@@ -300,7 +299,8 @@ async def verify(store: Store, run: DemoRun) -> list[Check]:
 
 
 async def run_demo(dsn: str, schema: str | None, config: DemoConfig, bar: ProgressBar) -> DemoRun:
-    from .postgres.migrate import DEFAULT_SCHEMA, upgrade
+    from ..postgres.layout import DEFAULT_SCHEMA
+    from ..postgres.migrate import upgrade
 
     bar.say("migrating")
     await asyncio.to_thread(upgrade, dsn, schema or DEFAULT_SCHEMA)
@@ -330,65 +330,3 @@ async def run_demo(dsn: str, schema: str | None, config: DemoConfig, bar: Progre
             bar.say("verifying the event log")
             run.checks = await verify(store, run)
     return run
-
-
-def report(run: DemoRun, where: str) -> dict[str, Any]:
-    c = run.config
-    found = run.checks
-    return {
-        "ok": all(check.ok for check in found),
-        "database": f"{where} PostgreSQL {run.server}",
-        "sessions": c.sessions,
-        "turns": c.turns,
-        "workers": c.workers,
-        "concurrency": c.concurrency,
-        "appended": run.appended,
-        "units": c.units,
-        "append_events_per_s": run.appended / run.append_seconds if run.append_seconds else 0.0,
-        "seconds": run.drain_seconds,
-        "units_per_s": c.units / run.drain_seconds if run.drain_seconds else 0.0,
-        "checks": [{"name": k.name, "ok": k.ok, "detail": k.detail} for k in found],
-    }
-
-
-def print_report(stdout: TextIO, data: dict[str, Any], run: DemoRun) -> None:
-    stdout.write(
-        f"a2pg demo: {data['sessions']} sessions x {data['turns']} turns on "
-        f"{data['workers']} worker processes ({data['database']})\n"
-    )
-    for check in data["checks"]:
-        mark = "ok  " if check["ok"] else "FAIL"
-        stdout.write(f"  {mark} {check['name']}: {check['detail']}\n")
-        if check["name"] == "poison dead-lettered" and run.dead_letters:
-            table = out.render_table(out.DEAD_LETTER_COLUMNS, run.dead_letters, empty="")
-            stdout.write("".join(f"         {line}\n" for line in table.splitlines()))
-    stdout.write(
-        f"  throughput: {data['units_per_s']:,.0f} completions/s "
-        f"({data['units']:,} in {data['seconds']:.1f} s, each appending its result event); "
-        f"{data['appended']:,} user turns appended at {data['append_events_per_s']:,.0f}/s "
-        "meanwhile\n"
-    )
-    if not data["ok"] and run.worker_log.strip():
-        stdout.write("worker output (last lines):\n" + run.worker_log[-1500:] + "\n")
-
-
-async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
-    config = DemoConfig(**{f.name: getattr(args, f.name) for f in fields(DemoConfig)})
-    bar = ProgressBar(config.units, sys.stderr, label="completions")
-    if args.dsn is not None:
-        run = await run_demo(args.dsn, args.schema, config, bar)
-        data = report(run, "the given")
-    else:
-        from .embedded import embedded_postgres
-
-        bar.say("starting an embedded PostgreSQL in a temporary directory")
-        with embedded_postgres() as dsn:
-            run = await run_demo(dsn, args.schema, config, bar)
-            bar.say("stopping the embedded PostgreSQL")
-        data = report(run, "embedded")
-    bar.say("done")
-    if args.json:
-        out.write_json(stdout, data)
-    else:
-        print_report(stdout, data, run)
-    return EXIT_OK if data["ok"] else EXIT_FAILED

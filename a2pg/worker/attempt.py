@@ -13,13 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .backoff import Backoff
-from .errors import A2Error
-from .models import Completed, Completion, Head, NewEvent, Superseded
-from .store import Store
-from .validation import DEFAULT_LIMITS
-from .worker_app import App, Registration, completion_events
-from .worker_batch import CompletionBatcher, PendingCompletion
+from ..backoff import Backoff
+from ..errors import A2Error
+from ..models import Completed, Completion, Head, NewEvent, Superseded
+from ..store import Store
+from ..validation import DEFAULT_LIMITS
+from .app import App, Registration, completion_events
+from .batch import CompletionBatcher, PendingCompletion
 
 log = logging.getLogger("a2pg.worker")
 

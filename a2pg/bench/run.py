@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import math
 import multiprocessing
@@ -19,16 +18,15 @@ import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-from . import cli_output as out
-from .bench_worker import DRAIN_CONSUMER, PING_CONSUMER, WorkerSpec, worker_process
-from .cli_common import EXIT_FAILED, EXIT_OK, fail, open_store
-from .cli_config import BenchConfig
-from .models import NewEvent, Target
-from .probe import Probe
-from .store import Store
+from ..models import NewEvent, Target
+from ..postgres.connect import open_store
+from ..postgres.probe import Probe
+from ..store import Store
+from .config import BenchConfig
+from .worker import DRAIN_CONSUMER, PING_CONSUMER, WorkerSpec, worker_process
 
 APPEND_TASKS = 4
 """Concurrent appenders for the append measurements (each on its own sessions)."""
@@ -39,6 +37,10 @@ DRAIN_TIMEOUT = 600.0
 PING_TIMEOUT = 10.0
 NOTIFY_PAUSE = 0.02
 """Seconds between latency samples with NOTIFY, so each finds the worker idle."""
+
+
+class BenchFailed(RuntimeError):
+    """A measurement could not finish (workers did not start, the drain stalled)."""
 
 
 @dataclass(slots=True)
@@ -87,7 +89,7 @@ class Pool:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while not all(event.is_set() for event in self.ready):
             if any(not p.is_alive() for p in self.procs) or time.monotonic() > deadline:
-                fail(EXIT_FAILED, "bench worker processes did not start (see their errors above)")
+                raise BenchFailed("bench worker processes did not start (see their errors above)")
             await asyncio.sleep(0.02)
 
     async def finish(self) -> list[dict[str, int]]:
@@ -130,7 +132,7 @@ async def measure_drain(
         pool.go.set()
         while (await probe.counts()).live:
             if time.perf_counter() - started > DRAIN_TIMEOUT:
-                fail(EXIT_FAILED, f"the drain did not finish in {DRAIN_TIMEOUT:.0f} s")
+                raise BenchFailed(f"the drain did not finish in {DRAIN_TIMEOUT:.0f} s")
             await asyncio.sleep(DRAIN_POLL)
         elapsed = time.perf_counter() - started
     finally:
@@ -188,7 +190,9 @@ async def measure_latency(
                 try:
                     event_id, started = await asyncio.to_thread(pool.pings.get, True, PING_TIMEOUT)
                 except queue.Empty:
-                    fail(EXIT_FAILED, f"a ping was not handled within {PING_TIMEOUT:.0f} s")
+                    raise BenchFailed(
+                        f"a ping was not handled within {PING_TIMEOUT:.0f} s"
+                    ) from None
                 if event_id == result.events[0].id:
                     break
             samples.append(max(0.0, started - committed))
@@ -198,7 +202,8 @@ async def measure_latency(
 
 
 async def run_bench(dsn: str, schema: str | None, c: BenchConfig, log: TextIO) -> dict[str, Any]:
-    from .postgres.migrate import DEFAULT_SCHEMA, upgrade
+    from ..postgres.layout import DEFAULT_SCHEMA
+    from ..postgres.migrate import upgrade
 
     await asyncio.to_thread(upgrade, dsn, schema or DEFAULT_SCHEMA)
     series = {
@@ -245,52 +250,3 @@ async def run_bench(dsn: str, schema: str | None, c: BenchConfig, log: TextIO) -
             for key, s in series.items()
         },
     }
-
-
-def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
-    c = data["config"]
-    stdout.write(
-        f"a2pg bench ({data['database']}): medians of {c['runs']} runs; drain of "
-        f"{c['events']:,} events over {c['sessions']} sessions, concurrency {c['concurrency']}\n"
-    )
-    rows = [
-        {
-            "measurement": r["name"],
-            "median": f"{r['median']:,.1f} {r['unit']}"
-            if r["unit"] == "ms"
-            else f"{r['median']:,.0f} {r['unit']}",
-            "runs": " / ".join(
-                f"{v:,.1f}" if r["unit"] == "ms" else f"{v:,.0f}" for v in r["runs"]
-            ),
-        }
-        for r in data["results"].values()
-    ]
-    stdout.write(out.render_table(("measurement", "median", "runs"), rows, empty="no results"))
-    if data["extra_completions"]:
-        stdout.write(
-            f"FAIL: worker completions differ from the backlog by {data['extra_completions']}\n"
-        )
-
-
-async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
-    import sys
-
-    config = BenchConfig(
-        **{f.name: getattr(args, f.name) for f in fields(BenchConfig)},
-    )
-    config = replace(config, sessions=min(config.sessions, config.events))
-    if args.dsn is not None:
-        data = await run_bench(args.dsn, args.schema, config, sys.stderr)
-        data["database"] = f"the given PostgreSQL {data['server']}"
-    else:
-        from .embedded import embedded_postgres
-
-        with embedded_postgres() as dsn:
-            data = await run_bench(dsn, args.schema, config, sys.stderr)
-        data["database"] = f"embedded PostgreSQL {data['server']}"
-    ok = data["extra_completions"] == 0  # each backlog head completed exactly once
-    if args.json:
-        out.write_json(stdout, {"ok": ok, **data})
-    else:
-        print_table(stdout, data)
-    return EXIT_OK if ok else EXIT_FAILED

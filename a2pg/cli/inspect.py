@@ -10,12 +10,13 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import cli_output as out
-from .cli_common import EXIT_NOT_FOUND, EXIT_OK, fail, open_store
+from ..postgres.connect import open_store
+from . import output as out
+from .common import EXIT_NOT_FOUND, EXIT_OK, fail
 
 if TYPE_CHECKING:
-    from .models import Head, RedriveAction
-    from .store import Store
+    from ..models import Head, RedriveAction
+    from ..store import Store
 
 SESSION_PAGE = 100
 

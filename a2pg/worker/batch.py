@@ -8,9 +8,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import A2Error
-from .models import CompleteResult, Completion
-from .store import Store
+from ..errors import A2Error
+from ..models import CompleteResult, Completion
+from ..store import Store
 
 log = logging.getLogger("a2pg.worker")
 

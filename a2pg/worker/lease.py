@@ -7,9 +7,9 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 
-from .models import ClaimRef
-from .store import Store
-from .worker_attempt import Attempt, AttemptRunner
+from ..models import ClaimRef
+from ..store import Store
+from .attempt import Attempt, AttemptRunner
 
 log = logging.getLogger("a2pg.worker")
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from .models import Cursor, Head, SessionInfo, StoredEvent
+from ..models import Cursor, Head, SessionInfo, StoredEvent
 
 Row = Mapping[str, Any]
 
@@ -135,12 +135,6 @@ def cursor_json(cursor: Cursor, now: datetime) -> dict[str, Any]:
     return data
 
 
-def error_gist(error: str | None, width: int = 80) -> str:
-    """The line of an error text that says what went wrong: a traceback's last line."""
-    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
-    return lines[-1][:width] if lines else ""
-
-
 def dead_letter_row(head: Head) -> dict[str, Any]:
     """A dead-lettered head; a lane or log head blocks every later event of its cursor."""
     return {
@@ -152,7 +146,7 @@ def dead_letter_row(head: Head) -> dict[str, Any]:
         "state": "BLOCKED" if head.lane is not None else "dead-letter",
         "failures": head.failure_count,
         "failed_at": head.dispatch.failed_at,
-        "last_error": error_gist(head.dispatch.last_error),
+        "last_error": head.dispatch.error_line(),
     }
 
 

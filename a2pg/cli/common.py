@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from .errors import A2Error
-
-if TYPE_CHECKING:
-    from .postgres import PostgresStore
+from ..errors import A2Error
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -34,9 +29,6 @@ exit codes:
 environment:
   A2PG_DSN     the database, when --dsn is not given
   A2PG_SCHEMA  the schema of the a2_ tables, when --schema is not given"""
-
-CONNECT_TIMEOUT = 10
-"""Seconds to wait for the database before reporting it unreachable."""
 
 MIGRATE_HINT = "run `a2pg migrate`"
 
@@ -122,33 +114,3 @@ def translate(exc: BaseException, dsn: str | None) -> CliError | None:
     if isinstance(exc, psycopg.Error):
         return CliError(EXIT_FAILED, f"database error: {first_line(exc)}")
     return None
-
-
-async def preflight(dsn: str) -> None:
-    """Connects once, quickly, so an unreachable database fails in seconds with exit code 3
-    (a connection pool would keep retrying until its own timeout)."""
-    try:
-        conn = await psycopg.AsyncConnection.connect(
-            dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True
-        )
-    except psycopg.OperationalError as exc:
-        fail(
-            EXIT_UNREACHABLE, f"cannot reach the database at {describe_dsn(dsn)}: {first_line(exc)}"
-        )
-    await conn.close()
-
-
-@asynccontextmanager
-async def open_store(dsn: str, schema: str | None) -> AsyncIterator[PostgresStore]:
-    """A ``PostgresStore`` on a reachable, migrated database (exit 3 or 4 otherwise)."""
-    await preflight(dsn)
-    from .postgres import PostgresStore
-
-    if schema is None:
-        store = await PostgresStore.open(dsn)
-    else:
-        store = await PostgresStore.open(dsn, schema=schema)
-    try:
-        yield store
-    finally:
-        await store.close()

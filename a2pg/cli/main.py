@@ -23,8 +23,10 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TextIO
 
-from . import __version__
-from .cli_common import (
+from .. import __version__
+from ..bench.config import BenchConfig
+from ..demo.config import DemoConfig
+from .common import (
     EXIT_CODES_HELP,
     EXIT_OK,
     EXIT_USAGE,
@@ -33,7 +35,6 @@ from .cli_common import (
     resolve_schema,
     translate,
 )
-from .cli_config import BenchConfig, DemoConfig
 
 Command = Callable[[argparse.Namespace, TextIO], Awaitable[int]]
 
@@ -111,8 +112,8 @@ def _worker_defaults() -> dict[str, object]:
     """The ``Worker`` constructor's defaults, so ``--help`` states them without copying them."""
     import inspect
 
-    from .backoff import Backoff
-    from .worker import Worker
+    from ..backoff import Backoff
+    from ..worker.runtime import Worker
 
     params = inspect.signature(Worker).parameters
     defaults: dict[str, object] = {name: p.default for name, p in params.items()}
@@ -261,17 +262,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _commands() -> dict[str, Command]:
     """Command name to implementation; imported lazily so `a2pg --help` stays fast."""
-    from . import cli_admin, cli_inspect
+    from . import admin, inspect
 
     commands: dict[str, Command] = {
-        "migrate": cli_admin.cmd_migrate,
-        "check": cli_admin.cmd_check,
-        "worker": cli_admin.cmd_worker,
-        "sessions": cli_inspect.cmd_sessions,
-        "cursors": cli_inspect.cmd_cursors,
-        "dead-letters": cli_inspect.cmd_dead_letters,
-        "redrive": cli_inspect.cmd_redrive,
-        "tail": cli_inspect.cmd_tail,
+        "migrate": admin.cmd_migrate,
+        "check": admin.cmd_check,
+        "worker": admin.cmd_worker,
+        "sessions": inspect.cmd_sessions,
+        "cursors": inspect.cmd_cursors,
+        "dead-letters": inspect.cmd_dead_letters,
+        "redrive": inspect.cmd_redrive,
+        "tail": inspect.cmd_tail,
     }
     return commands
 
@@ -327,5 +328,3 @@ def _cli_error(exc: BaseException, dsn: str | None) -> CliError | None:
     return translate(exc, dsn)
 
 
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,21 +10,14 @@ import os
 import sys
 from typing import Any, TextIO
 
-from . import cli_output as out
-from .cli_common import (
-    EXIT_NOT_MIGRATED,
-    EXIT_OK,
-    EXIT_USAGE,
-    describe_dsn,
-    fail,
-    open_store,
-    preflight,
-)
-from .worker_app import App
+from ..postgres.connect import check_reachable, open_store
+from ..worker import App
+from . import output as out
+from .common import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, describe_dsn, fail
 
 
 def _schema(args: argparse.Namespace) -> str:
-    from .postgres.migrate import DEFAULT_SCHEMA
+    from ..postgres.layout import DEFAULT_SCHEMA
 
     schema: str = args.schema or DEFAULT_SCHEMA
     return schema
@@ -44,10 +37,11 @@ def _layout_json(status: Any) -> dict[str, Any]:
 
 async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
     """Applies the migrations, then reports the layout the way ``check`` does."""
-    from .postgres.migrate import inspect_layout, upgrade
+    from ..postgres.layout import inspect_layout
+    from ..postgres.migrate import upgrade
 
     schema = _schema(args)
-    await preflight(args.dsn)
+    await check_reachable(args.dsn)
     before = await asyncio.to_thread(inspect_layout, args.dsn, schema)
     await asyncio.to_thread(upgrade, args.dsn, schema)
     after = await asyncio.to_thread(inspect_layout, args.dsn, schema)
@@ -62,10 +56,10 @@ async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
 
 async def cmd_check(args: argparse.Namespace, stdout: TextIO) -> int:
     """Exit 0 when the layout is current; 4, naming the fix, when it is not."""
-    from .postgres.migrate import inspect_layout
+    from ..postgres.layout import inspect_layout
 
     schema = _schema(args)
-    await preflight(args.dsn)
+    await check_reachable(args.dsn)
     status = await asyncio.to_thread(inspect_layout, args.dsn, schema)
     if args.json:
         out.write_json(stdout, _layout_json(status))
@@ -108,7 +102,7 @@ def load_app(spec: str) -> App:
 
 def worker_options(args: argparse.Namespace) -> dict[str, Any]:
     """``Worker`` keyword arguments from the command line; unset ones keep the defaults."""
-    from .backoff import Backoff
+    from ..backoff import Backoff
 
     options: dict[str, Any] = {}
     names = ("concurrency", "claim_batch", "ttl", "max_failures", "poll_interval", "holder")
@@ -128,7 +122,7 @@ def worker_options(args: argparse.Namespace) -> dict[str, Any]:
 
 async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     """Runs the app's consumers until SIGTERM or SIGINT, then drains and exits 0."""
-    from .worker import serve
+    from ..worker import serve
 
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -140,7 +134,7 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     async with open_store(args.dsn, args.schema) as store:
         served: Any = store
         if args.no_listen:
-            from .polling import PollingOnly
+            from ..worker.polling import PollingOnly
 
             served = PollingOnly(store)
         names = ", ".join(c.name for c in app.consumers)

@@ -1,0 +1,203 @@
+"""The layout check: what a schema holds, compared with what this a2pg reads and writes.
+
+``a2pg check`` calls :func:`inspect_layout`; ``PostgresStore.open`` calls
+:func:`ensure_layout`, which refuses anything but the current layout: the store
+never creates or alters tables itself (``a2pg migrate`` does, see ``migrate``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psycopg
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+
+from ..errors import A2Error
+from .connect import to_libpq_dsn
+
+LAYOUT = "cursors-1"
+"""The layout a2pg's store reads and writes, recorded in ``a2_meta``."""
+
+REVISIONS = ("0001", "0002")
+"""a2pg's revisions, oldest first; a test checks them against the shipped scripts."""
+
+HEAD_REVISION = REVISIONS[-1]
+VERSION_TABLE = "a2_alembic_version"
+DEFAULT_SCHEMA = "public"
+
+TABLES = (
+    "a2_meta",
+    "a2_sessions",
+    "a2_events",
+    "a2_cursors",
+    "a2_lane_events",
+    "a2_snapshots",
+    "a2_snapshot_history",
+    "a2_snapshot_pins",
+    "a2_presence",
+    "a2_consumers",
+)
+"""Every table the head revision creates; a test checks this against a migrated schema."""
+
+LayoutState = Literal["current", "empty", "older", "newer", "pre-consumer", "unknown"]
+
+
+_CATALOG_SQL = """
+select
+    to_regclass(format('%%I.a2_meta', %(schema)s::text)) is not null,
+    exists (
+        select 1 from pg_attribute
+        where attrelid = to_regclass(format('%%I.a2_events', %(schema)s::text))
+          and attname = 'processed_at' and not attisdropped
+    ),
+    exists (
+        select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = %(schema)s and c.relname = any(%(tables)s)
+    )
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutStatus:
+    """What a schema holds, compared with what this a2pg expects."""
+
+    state: LayoutState
+    schema: str
+    revision: str | None
+    """The revision recorded in ``a2_meta``, if any."""
+    expected: str = HEAD_REVISION
+
+    @property
+    def is_current(self) -> bool:
+        return self.state == "current"
+
+    def describe(self) -> str:
+        """One line for a human: what the schema holds."""
+        where = f"schema {self.schema!r}"
+        if self.state == "current":
+            return f"{where} has the a2pg layout {LAYOUT} at revision {self.revision} (current)"
+        if self.state == "empty":
+            return f"{where} has no a2pg tables"
+        if self.state == "older":
+            return f"{where} is at a2pg revision {self.revision}, older than {self.expected}"
+        if self.state == "newer":
+            return (
+                f"{where} is at a2pg revision {self.revision}, which this a2pg "
+                f"(head {self.expected}) does not know: a newer a2pg migrated it"
+            )
+        if self.state == "pre-consumer":
+            return f"{where} holds the pre-consumer A2 layout (a2_events.processed_at, no a2_meta)"
+        return f"{where} has a2pg tables but no {LAYOUT} layout record in a2_meta"
+
+    def fix(self) -> str:
+        """What to do about it; every state but current names ``a2pg migrate``."""
+        if self.state == "current":
+            return "nothing to do"
+        if self.state in ("empty", "older"):
+            return f"run `a2pg migrate` (schema {self.schema!r})"
+        if self.state == "newer":
+            return (
+                "deploy the newer a2pg whose `a2pg migrate` made it, "
+                f"or downgrade the schema to {self.expected} with that a2pg"
+            )
+        if self.state == "pre-consumer":
+            return (
+                "a2pg cannot convert it: point the store at a fresh schema or database "
+                "and run `a2pg migrate` there"
+            )
+        return "move those tables aside and run `a2pg migrate`, or point the store elsewhere"
+
+    def error(self) -> A2Error:
+        """The ``STORE_NOT_CONFIGURED`` error a store raises on this schema."""
+        return A2Error("STORE_NOT_CONFIGURED", f"{self.describe()}; {self.fix()}")
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+def check_schema(schema: object) -> str:
+    """A schema name PostgreSQL accepts: 1 to 63 bytes, no NUL."""
+    if not isinstance(schema, str) or not schema or "\x00" in schema:
+        raise A2Error("INVALID_ARGUMENT", f"schema must be a non-empty name, got {schema!r}")
+    if len(schema.encode()) > 63:
+        raise A2Error("INVALID_ARGUMENT", f"schema name {schema!r} is longer than 63 bytes")
+    return schema
+
+
+def _classify(
+    schema: str, has_meta: bool, pre_consumer: bool, has_tables: bool, meta: dict[str, str]
+) -> LayoutStatus:
+    """Turns what the catalog and a2_meta say into a LayoutStatus (no I/O)."""
+    revision = meta.get("revision")
+    if not has_meta:
+        if pre_consumer:
+            return LayoutStatus("pre-consumer", schema, None)
+        return LayoutStatus("unknown" if has_tables else "empty", schema, None)
+    if revision is not None and revision not in REVISIONS:
+        return LayoutStatus("newer", schema, revision)
+    if meta.get("layout") != LAYOUT or revision is None:
+        return LayoutStatus("unknown", schema, revision)
+    return LayoutStatus("current" if revision == HEAD_REVISION else "older", schema, revision)
+
+
+def _meta_query(schema: str) -> sql.Composed:
+    return sql.SQL("select key, value from {}.a2_meta").format(sql.Identifier(schema))
+
+
+def inspect_connection(conn: psycopg.Connection[Any], schema: str) -> LayoutStatus:
+    """What ``schema`` holds, read on ``conn`` as it is (in its transaction, if any)."""
+    row = conn.execute(_CATALOG_SQL, {"schema": schema, "tables": list(TABLES)}).fetchone()
+    assert row is not None
+    has_meta, pre_consumer, has_tables = row
+    meta: dict[str, str] = {}
+    if has_meta:
+        meta = dict(conn.execute(_meta_query(schema)).fetchall())
+    return _classify(schema, has_meta, pre_consumer, has_tables, meta)
+
+
+def inspect_layout(
+    conn_or_dsn: psycopg.Connection[Any] | str, schema: str = DEFAULT_SCHEMA
+) -> LayoutStatus:
+    """What ``schema`` holds. Read-only; a DSN gets its own short connection.
+
+    On a connection in a transaction the queries join it; on an idle
+    non-autocommit connection they run in a transaction of their own.
+    """
+    check_schema(schema)
+    if isinstance(conn_or_dsn, str):
+        with psycopg.connect(to_libpq_dsn(conn_or_dsn), autocommit=True) as conn:
+            return inspect_connection(conn, schema)
+    conn = conn_or_dsn
+    if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        return inspect_connection(conn, schema)
+    with conn.transaction():
+        return inspect_connection(conn, schema)
+
+
+async def _inspect_async(conn: psycopg.AsyncConnection[Any], schema: str) -> LayoutStatus:
+    cur = await conn.execute(_CATALOG_SQL, {"schema": schema, "tables": list(TABLES)})
+    row = await cur.fetchone()
+    assert row is not None
+    has_meta, pre_consumer, has_tables = row
+    meta: dict[str, str] = {}
+    if has_meta:
+        cur = await conn.execute(_meta_query(schema))
+        meta = dict(await cur.fetchall())
+    return _classify(schema, has_meta, pre_consumer, has_tables, meta)
+
+
+async def ensure_layout(
+    conn: psycopg.AsyncConnection[Any], schema: str = DEFAULT_SCHEMA
+) -> LayoutStatus:
+    """Raises ``STORE_NOT_CONFIGURED`` (naming ``a2pg migrate``) unless the layout is current."""
+    check_schema(schema)
+    if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        status = await _inspect_async(conn, schema)
+    else:
+        async with conn.transaction():
+            status = await _inspect_async(conn, schema)
+    if not status.is_current:
+        raise status.error()
+    return status

@@ -1,0 +1,10 @@
+"""The worker runtime: runs an ``App``'s handlers against any ``Store``, in many processes."""
+
+from __future__ import annotations
+
+from ..backoff import Backoff
+from .app import App, Handler, HandlerResult
+from .attempt import WorkerStats
+from .runtime import Worker, serve
+
+__all__ = ["App", "Backoff", "Handler", "HandlerResult", "Worker", "WorkerStats", "serve"]
