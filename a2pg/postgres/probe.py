@@ -10,19 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import psycopg
-from psycopg import sql
 
-COUNTS = """
-select
-    (select coalesce(sum(head), 0) from {sessions}) as events,
-    (select count(*) from {cursors} where head is not null and failed_at is null) as live,
-    (select count(*) from {cursors} where head is not null and failed_at is not null) as dead
-"""
-
-CONNECTED = """
-select count(distinct application_name) from pg_stat_activity
-where application_name like %(prefix)s
-"""
+from .connect import configure_connection
+from .queries import query
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,30 +29,31 @@ class Counts:
 class Probe:
     """One autocommit connection that answers ``counts()`` and ``connected(prefix)``."""
 
-    def __init__(self, conn: psycopg.AsyncConnection[tuple[int, ...]], schema: str | None) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[tuple[int, ...]]) -> None:
         self._conn = conn
-
-        def table(name: str) -> sql.Composable:
-            return sql.Identifier(schema, name) if schema else sql.Identifier(name)
-
-        self._counts = sql.SQL(COUNTS).format(
-            sessions=table("a2_sessions"), cursors=table("a2_cursors")
-        )
 
     @classmethod
     async def connect(cls, dsn: str, schema: str | None) -> Probe:
+        """A probe of the store in ``schema`` (None: the connection's own search_path),
+        whose connection is set up as the store's are."""
         conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-        return cls(conn, schema)
+        try:
+            if schema is not None:
+                await configure_connection(schema)(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(conn)
 
     async def counts(self) -> Counts:
-        cur = await self._conn.execute(self._counts)
+        cur = await self._conn.execute(query("probe_counts"))
         row = await cur.fetchone()
         assert row is not None
         return Counts(int(row[0]), int(row[1]), int(row[2]))
 
     async def connected(self, prefix: str) -> int:
         """How many distinct ``application_name``s starting with ``prefix`` are connected."""
-        cur = await self._conn.execute(CONNECTED, {"prefix": prefix + "%"})
+        cur = await self._conn.execute(query("probe_connected"), {"prefix": prefix + "%"})
         row = await cur.fetchone()
         return int(row[0]) if row else 0
 

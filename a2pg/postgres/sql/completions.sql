@@ -1,0 +1,166 @@
+-- Completions and failures: lane records finished, cursors advanced past their heads
+-- (queued with an append, or the fenced fast path), failures, dead letters and their
+-- redrive. Conventions: README.md beside this file.
+
+-- fragment: next_head
+-- The column `next_head`: what cursor `c` (of session row `s`) takes when it moves past
+-- its head. An event cursor goes idle, a lane takes its next unfinished queued event, a
+-- log cursor its next event of its types.
+case c.kind
+  when 'event' then null::bigint
+  when 'lane' then
+    (select min(l.idx)
+       from a2_lane_events l
+      where l.session_id = c.session_id and l.consumer = c.consumer
+        and l.lane = c.lane and not l.done
+        and l.idx > greatest(c.head, s.clear_index))
+  else
+    (select min(e.idx)
+       from a2_events e
+      where e.session_id = c.session_id and e.idx > c.head
+        and e.event_type <> 'a2.cleared'
+        and (c.types is null or e.event_type = any(c.types)))
+end as next_head
+
+-- fragment: no_attempts
+-- The last assignments of an update that gives a cursor a new head (or none): no
+-- attempts, claim or failures carry over to it.
+attempt_count = 0, first_claimed_at = null, last_claimed_at = null,
+claim_holder = null, claim_expires_at = null, failure_count = 0,
+last_failed_at = null, last_failed_attempt = null, last_error = null,
+failed_at = null
+
+-- name: finish_lane_events
+update a2_lane_events l
+   set done = true,
+       completed_attempt = k.attempt,
+       returned_event_ids = case when k.returned is null then null
+                                 else array(select json_array_elements_text(k.returned::json)) end
+  from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(lanes)s::text[],
+              %(idxs)s::bigint[], %(attempts)s::int[], %(returned)s::text[])
+       as k (session_id, consumer, lane, idx, attempt, returned)
+ where l.session_id = k.session_id and l.consumer = k.consumer and l.lane = k.lane
+   and l.idx = k.idx;
+
+-- name: advance_cursors
+-- Moves each cursor past its finished head (fenced on that head) to its next_head.
+-- `record` keeps the completion on event and log cursors for retries.
+with k as (
+  select *
+    from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(keys)s::text[],
+                %(heads)s::bigint[], %(record)s::boolean[], %(attempts)s::int[],
+                %(returned)s::text[])
+         as u (session_id, consumer, cursor_key, head, record, attempt, returned)
+), moved as (
+  select c.session_id, c.consumer, c.cursor_key, k.record, k.attempt, k.returned,
+         -- include: next_head
+    from k
+    join a2_cursors c
+      on c.session_id = k.session_id and c.consumer = k.consumer
+     and c.cursor_key = k.cursor_key and c.head = k.head
+    join a2_sessions s on s.session_id = c.session_id
+)
+update a2_cursors c
+   set position = c.head,
+       head = m.next_head,
+       ready_at = case when m.next_head is null then null else %(now)s::timestamptz end,
+       completed_idx = case when m.record then c.head else c.completed_idx end,
+       completed_attempt = case when m.record then m.attempt else c.completed_attempt end,
+       returned_event_ids = case
+         when not m.record then c.returned_event_ids
+         when m.returned is null then null
+         else array(select json_array_elements_text(m.returned::json)) end,
+       -- include: no_attempts
+  from moved m
+ where c.session_id = m.session_id and c.consumer = m.consumer
+   and c.cursor_key = m.cursor_key;
+
+-- name: complete_fenced
+-- The fast path of complete_attempts: completions returning no events, each fenced on
+-- its exact attempt (re-checked on the row as locked). If any misses its fence the
+-- statement fails with the marker below and the transaction rolls back; the caller then
+-- judges the batch one by one.
+with k as (
+  select *
+    from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(keys)s::text[],
+                %(heads)s::bigint[], %(attempts)s::int[])
+         as u (session_id, consumer, cursor_key, head, attempt)
+), moved as (
+  select c.session_id, c.consumer, c.cursor_key, c.kind, c.lane, c.head, k.attempt,
+         -- include: next_head
+    from k
+    join a2_cursors c
+      on c.session_id = k.session_id and c.consumer = k.consumer
+     and c.cursor_key = k.cursor_key and c.head = k.head
+    join a2_sessions s on s.session_id = c.session_id
+   where c.attempt_count = k.attempt and c.claim_holder is not null
+     and c.failed_at is null and c.head > s.clear_index
+), advanced as (
+  update a2_cursors c
+     set position = c.head,
+         head = m.next_head,
+         ready_at = case when m.next_head is null then null
+                         else coalesce(%(now)s::timestamptz, now()) end,
+         completed_idx = case when m.kind = 'lane' then c.completed_idx else c.head end,
+         completed_attempt = case when m.kind = 'lane' then c.completed_attempt
+                                  else m.attempt end,
+         returned_event_ids = case when m.kind = 'lane' then c.returned_event_ids
+                                   else array[]::text[] end,
+         -- include: no_attempts
+    from moved m
+   where c.session_id = m.session_id and c.consumer = m.consumer
+     and c.cursor_key = m.cursor_key and c.head = m.head
+     and c.attempt_count = m.attempt and c.claim_holder is not null and c.failed_at is null
+  returning c.session_id
+), lanes as (
+  update a2_lane_events l
+     set done = true, completed_attempt = m.attempt, returned_event_ids = array[]::text[]
+    from moved m
+   where m.kind = 'lane' and l.session_id = m.session_id and l.consumer = m.consumer
+     and l.lane = m.lane and l.idx = m.head
+  returning 1
+)
+select (case when count(*) = %(count)s then null
+             else 'a2pg: a completion missed its fence' end)::int as missed
+  from advanced;
+
+-- name: fail_head
+update a2_cursors c
+   set failure_count = %(failure_count)s::int,
+       last_error = %(error)s,
+       last_failed_at = %(now)s::timestamptz,
+       last_failed_attempt = %(attempt)s::int,
+       failed_at = case when %(dead)s::boolean then %(now)s::timestamptz end,
+       claim_holder = null,
+       claim_expires_at = %(retry_at)s::timestamptz,
+       ready_at = case when %(dead)s::boolean then null
+                       else coalesce(%(retry_at)s::timestamptz, %(now)s::timestamptz) end
+ where c.session_id = %(session_id)s and c.consumer = %(consumer)s
+   and c.cursor_key = %(cursor_key)s and c.head = %(idx)s::bigint
+   and c.attempt_count = %(attempt)s::int;
+
+-- name: dead_letters
+select c.*, s.clear_index,
+       -- include: head_event_columns
+  from a2_cursors c
+  join a2_sessions s on s.session_id = c.session_id
+  join a2_events e on e.session_id = c.session_id and e.idx = c.head
+ where c.session_id = %(session_id)s
+   and c.failed_at is not null
+   and c.head > s.clear_index
+ order by c.head, c.consumer collate "C", coalesce(c.lane, '') collate "C";
+
+-- name: dead_head
+select c.*
+  from a2_cursors c
+ where c.session_id = %(session_id)s and c.consumer = %(consumer)s
+   and c.head = %(idx)s::bigint and c.failed_at is not null
+ order by c.cursor_key collate "C"
+ limit 1
+   for update;
+
+-- name: retry_head
+update a2_cursors c
+   set failed_at = null, failure_count = 0, ready_at = %(now)s::timestamptz
+ where c.session_id = %(session_id)s and c.consumer = %(consumer)s
+   and c.cursor_key = %(cursor_key)s and c.head = %(idx)s::bigint;

@@ -1,0 +1,264 @@
+"""The named SQL statements: every one called, every name called defined, fragments, parsing."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+
+import a2pg
+from a2pg import NewEvent, Target
+from a2pg.postgres import PostgresStore, queries
+from a2pg.postgres.migrate import upgrade
+from a2pg.postgres.probe import Counts, Probe
+from a2pg.testing import scratch_database, unique_name
+
+PACKAGE = pathlib.Path(a2pg.__file__).parent
+SQL_FOLDER = pathlib.Path(queries.__file__).parent / "sql"
+
+
+# -- what the code calls -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of something named ``query``; ``name`` is None when not a literal string."""
+
+    where: str
+    name: str | None
+
+
+def query_calls(source: str, where: str) -> Iterator[Call]:
+    """The calls ``query(...)`` and ``<anything>.query(...)`` in one module's source,
+    except those in the body of a function itself named ``query``: such a function
+    forwards its caller's name, and the caller's call is the one that counts."""
+    tree = ast.parse(source)
+    forwarders = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "query"
+    ]
+    forwarding = {id(inner) for f in forwarders for inner in ast.walk(f)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or id(node) in forwarding:
+            continue
+        func = node.func
+        called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if called != "query":
+            continue
+        first = node.args[0] if node.args else None
+        value = first.value if isinstance(first, ast.Constant) else None
+        yield Call(f"{where}:{node.lineno}", value if isinstance(value, str) else None)
+
+
+def package_calls() -> list[Call]:
+    return [
+        call
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for call in query_calls(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE)))
+    ]
+
+
+def test_the_scan_sees_both_call_forms_and_flags_names_that_are_not_literal() -> None:
+    source = 'query("a")\nstore.query("b")\nx.y.query("c")\nquery(name)\nquery()\nother("d")\n'
+    calls = list(query_calls(source, "m.py"))
+    assert [c.name for c in calls] == ["a", "b", "c", None, None]
+    assert calls[3].where == "m.py:4"
+
+
+def test_the_scan_lets_a_function_named_query_forward_its_name() -> None:
+    source = (
+        "class Db:\n"
+        "    def query(self, name):\n"
+        "        return queries.query(name)\n"
+        "    def read(self, name):\n"
+        "        return self.query(name)\n"
+        'db.query("a")\n'
+    )
+    assert set(query_calls(source, "m.py")) == {Call("m.py:5", None), Call("m.py:6", "a")}
+
+
+def test_every_call_names_its_statement_with_a_literal_string() -> None:
+    # A name computed at run time hides which statements are used.
+    dynamic = [call.where for call in package_calls() if call.name is None]
+    assert not dynamic, f"query() takes a statement's name as a string literal: {dynamic}"
+
+
+def test_every_name_the_code_calls_is_a_statement() -> None:
+    unknown = sorted(
+        f"{call.where}: {call.name}"
+        for call in package_calls()
+        if call.name is not None and call.name not in queries.names()
+    )
+    assert not unknown, f"no statement has these names: {unknown}"
+
+
+def test_every_statement_is_called_by_the_code() -> None:
+    called = {call.name for call in package_calls()}
+    uncalled = sorted(queries.names() - called)
+    assert not uncalled, f"no code calls these statements (delete them): {uncalled}"
+
+
+# -- the files ---------------------------------------------------------------------------
+
+
+def test_each_file_says_what_it_holds_and_every_include_was_expanded() -> None:
+    paths = sorted(SQL_FOLDER.glob("*.sql"))
+    assert len(paths) >= 8
+    for path in paths:
+        assert path.read_text(encoding="utf-8").startswith("-- "), path.name
+    for name in queries.names():
+        assert "-- include:" not in queries.query(name), name
+
+
+def test_claim_any_holds_no_brace_but_its_limit() -> None:
+    # claim_any goes through psycopg.sql.SQL.format: any other brace would break it.
+    assert "{" not in queries.query("claim_any").replace("{limit}", "")
+    assert "}" not in queries.query("claim_any").replace("{limit}", "")
+    assert b"limit 7\n" in queries.claim_any(7)
+
+
+def test_query_refuses_fragments_and_unknown_names() -> None:
+    assert "\n-- fragment: release_dead_pins\n" in (SQL_FOLDER / "claims.sql").read_text()
+    with pytest.raises(KeyError, match="no SQL statement"):
+        queries.query("release_dead_pins")
+    with pytest.raises(KeyError, match="no SQL statement"):
+        queries.query("no_such_statement")
+
+
+# -- the loader on small texts -----------------------------------------------------------
+
+FRAGMENTS = """\
+-- What this file holds.
+
+-- fragment: inner
+-- the inner part
+x = 1
+
+-- fragment: outer
+where
+  -- include: inner
+
+-- name: first
+select 1
+  from t
+  -- include: outer
+;
+
+-- name: second
+-- a comment of the statement
+select 2;
+"""
+
+
+def test_statements_lose_their_semicolon_and_fragments_expand_indented() -> None:
+    assert queries.parse(FRAGMENTS) == {
+        "first": "select 1\n  from t\n  where\n    -- the inner part\n    x = 1",
+        "second": "-- a comment of the statement\nselect 2",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("-- name: a\nselect 1;\n-- name: a\nselect 2;\n", "'a' is named twice"),
+        ("-- fragment: a\nx\n-- name: a\nselect 1\n-- include: a\n;\n", "'a' is named twice"),
+        ("-- name: a\nselect 1\n-- include: b\n;\n", "includes unknown fragment 'b'"),
+        ("-- fragment: b\nx\n-- name: a\nselect 1;\n", "fragment 'b' is never included"),
+        ("-- fragment: b\nx\n-- include: b\n-- name: a\nselect 1\n-- include: b\n;\n", "itself"),
+        (
+            "-- fragment: b\n-- include: c\n-- fragment: c\n-- include: b\n"
+            "-- name: a\nselect 1\n-- include: b\n;\n",
+            r"includes itself \(b -> c -> b\)",
+        ),
+        ("select 0;\n-- name: a\nselect 1;\n", "SQL before the first"),
+        ("-- name: a\nselect 1\n-- trailing\n", "does not end with ';'"),
+        ("-- fragment: b\nx;\n-- name: a\nselect 1\n-- include: b\n;\n", "ends with ';'"),
+        ("-- name: a\n;\n", "statement 'a' is empty"),
+    ],
+)
+def test_the_loader_refuses(text: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        queries.parse(text)
+
+
+def test_a_name_given_in_two_files_is_refused_naming_both() -> None:
+    files = {"log.sql": "-- name: a\nselect 1;\n", "claims.sql": "-- name: a\nselect 2;\n"}
+    named = "'a' is named twice: in log.sql and in claims.sql"
+    with pytest.raises(ValueError, match=re.escape(named)):
+        queries.load(files)
+
+
+def test_a_fragment_serves_statements_of_other_files() -> None:
+    files = {
+        "a.sql": "-- fragment: f\nwhere x = 1\n",
+        "b.sql": "-- name: s\nselect 1 from t\n-- include: f\n;\n",
+    }
+    assert queries.load(files) == {"s": "select 1 from t\nwhere x = 1"}
+
+
+# -- on the server -----------------------------------------------------------------------
+
+
+def numbered(text: str) -> str:
+    """``%(name)s`` placeholders as ``$n``, as PREPARE takes them."""
+    order: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, text)
+
+
+def test_every_statement_parses_on_the_server(postgres_dsn: str) -> None:
+    # PREPARE parses and analyses (tables, columns, types) without running anything.
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        for name in sorted(queries.names()):
+            text = queries.claim_any(10).decode() if name == "claim_any" else queries.query(name)
+            try:
+                conn.execute(f"prepare a2pg_check as {numbered(text)}".encode())
+            except psycopg.Error as exc:
+                pytest.fail(f"{name}: {exc}")
+            conn.execute("deallocate a2pg_check")
+
+
+# -- the probe ---------------------------------------------------------------------------
+
+
+async def probe_sees(dsn: str, schema: str | None) -> None:
+    store = await (
+        PostgresStore.open(dsn) if schema is None else PostgresStore.open(dsn, schema=schema)
+    )
+    try:
+        work = [NewEvent("work", {"n": n}, targets=[Target("worker")]) for n in range(3)]
+        await store.append("s1", work, consumers=[])
+        await store.append("s2", work[:1], consumers=[])
+    finally:
+        await store.close()
+    prefix = unique_name("a2pg_probe")
+    probe = await Probe.connect(dsn, schema)
+    try:
+        assert await probe.counts() == Counts(events=4, live=4, dead=0)
+        assert await probe.connected(prefix) == 0
+        async with await psycopg.AsyncConnection.connect(dsn, application_name=prefix + "_w"):
+            assert await probe.connected(prefix) == 1
+    finally:
+        await probe.close()
+
+
+async def test_the_probe_counts_the_default_schema(postgres_dsn: str) -> None:
+    await probe_sees(postgres_dsn, None)
+
+
+async def test_the_probe_counts_a_named_schema(postgres_server_dsn: str) -> None:
+    schema = 'A2 "probe" schema'
+    with scratch_database(postgres_server_dsn, "a2pg_probe") as dsn:
+        upgrade(dsn, schema=schema)
+        await probe_sees(dsn, schema)
