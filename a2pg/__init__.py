@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .contract.limits import Limits
 from .errors import (
     A2Error,
     IdempotencyConflict,
@@ -48,12 +49,11 @@ from .models import (
     WakeLogResult,
 )
 from .store import Presence, Store
-from .validation import Limits
 
 if TYPE_CHECKING:
     from .memory import MemoryStore
     from .postgres import PostgresStore
-    from .worker import App, Worker
+    from .worker import App, Worker, WorkerSettings
 
 __version__ = "0.1.0"
 
@@ -104,6 +104,7 @@ __all__ = [
     "Target",
     "WakeLogResult",
     "Worker",
+    "WorkerSettings",
 ]
 
 _LAZY = {
@@ -111,6 +112,7 @@ _LAZY = {
     "MemoryStore": ".memory",
     "PostgresStore": ".postgres",
     "Worker": ".worker",
+    "WorkerSettings": ".worker",
 }
 
 

@@ -32,6 +32,7 @@ from .models import (
     StoredEvent,
     WakeLogResult,
 )
+from .wakeups import Subscription
 
 
 @runtime_checkable
@@ -182,8 +183,9 @@ class Store(Protocol):
         """Stored events after ``after``, then live as they commit: in order, no gaps."""
         ...
 
-    def wakeups(self) -> AsyncIterator[str | None]:
-        """Yields whenever claimable work may have appeared (a session id where known)."""
+    def wakeups(self) -> Subscription:
+        """Yields whenever claimable work may have appeared (a session id where known);
+        subscribed from the call on, until ``aclose()``."""
         ...
 
     async def register_consumers(self, consumers: Sequence[Consumer]) -> None: ...

@@ -285,7 +285,7 @@ class ReusableDatabase:
     def _reset(self, dsn: str) -> bool:
         """Ends connections a test left behind and empties every table; False when the
         database is no longer a pristine head layout and must be replaced."""
-        from .postgres.layout import HEAD_REVISION, TABLES
+        from .postgres.layout import HEAD_REVISION, LAYOUT, TABLES
 
         with psycopg.connect(self._template.server_dsn, autocommit=True) as server:
             server.execute(
@@ -305,7 +305,7 @@ class ReusableDatabase:
             if tables != expected:
                 return False
             meta: dict[str, str] = dict(conn.execute("select key, value from a2_meta").fetchall())
-            if meta != {"layout": "cursors-1", "revision": HEAD_REVISION}:
+            if meta != {"layout": LAYOUT, "revision": HEAD_REVISION}:
                 return False
             emptied = [name for name in TABLES if name != "a2_meta"]
             with conn.transaction():

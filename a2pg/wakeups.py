@@ -3,7 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from collections.abc import AsyncIterator
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Subscription(Protocol):
+    """What ``Store.wakeups()`` returns: an async iterator of session ids (None: unknown)
+    that ``aclose()`` unsubscribes at once. Subscribed from creation."""
+
+    def __aiter__(self) -> AsyncIterator[str | None]: ...
+
+    async def __anext__(self) -> str | None: ...
+
+    async def aclose(self) -> None: ...
 
 
 class WakeupSource(Protocol):

@@ -1,12 +1,13 @@
-"""Cursor mechanics: starting work for new events, waking log cursors, and advancing heads."""
+"""Cursor mechanics: starting work for new events, waking log cursors, advancing heads."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..models import CLEAR_EVENT_TYPE, ClaimRef, Consumer, Cursor, LogSpec, NewEvent
-from .state import FRESH, CursorState, Done, Row, SessionState, cursor_key
+from ..contract.rules import CompletedAttempt
+from ..models import CLEAR_EVENT_TYPE, ClaimRef, Consumer, LogSpec, NewEvent
+from .state import FRESH, CursorState, Row, SessionState, cursor_key
 
 
 def takes(types: tuple[str, ...] | None, event_type: str) -> bool:
@@ -109,7 +110,9 @@ def refresh_types(session: SessionState, consumers: Sequence[Consumer]) -> None:
             cursor.types = types_of(consumer.log)
 
 
-def advance(session: SessionState, cursor: CursorState, done: Done, now: datetime) -> None:
+def advance(
+    session: SessionState, cursor: CursorState, done: CompletedAttempt, now: datetime
+) -> None:
     """Moves a cursor past its head: an event cursor finishes (and leaves ``cursors``), a lane
     takes its next queued event, a log cursor its next event of its types.
 
@@ -148,6 +151,7 @@ def has_pending(session: SessionState | None, consumers: Sequence[Consumer] | No
     )
 
 
-def listing_order(cursor: Cursor) -> tuple[str, bool, str, int]:
-    """By consumer, then named lanes by name, then event cursors by head."""
-    return (cursor.consumer, cursor.lane is None, cursor.lane or "", cursor.head or 0)
+def dead_letter(session: SessionState, cursor: CursorState) -> None:
+    """Parks a head that reached its failure limit: not ready, and its pins released."""
+    session.set_ready(cursor, None)
+    session.snapshots.release(ClaimRef(cursor.consumer, cursor.lane, cursor.head or 0))

@@ -1,43 +1,62 @@
-"""The session log: inserting batches, ownership of ids, and idempotent replays."""
+"""The session log in memory: append, read, wake a log consumer, list cursors and sessions."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from ..contract.args import AppendArgs, ReadArgs, SessionsArgs, WakeLogArgs
+from ..contract.rules import (
+    fence,
+    is_replay,
+    refuse_cleared_origin,
+    refuse_log_targets,
+    refuse_non_log_cursor,
+    replay,
+)
+from ..contract.values import CheckedEvent
 from ..errors import A2Error
-from ..models import Cause, Consumer, StoredEvent
-from ..validation import CheckedEvent, same_json
-from .cursors import enqueue
-from .state import Row, SessionState
+from ..models import AppendResult, Cause, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
+from .cursors import enqueue, has_pending, open_log_cursor, wake_idle
+from .state import Row, Sessions, SessionState, cursor_key
+from .streams import ReadAfter
+
+STREAM_BATCH = 256
+"""Events a stream reads per look at the log."""
 
 
-def batch_owners(session: SessionState | None, events: Sequence[CheckedEvent]) -> list[Row]:
-    """The live rows owning a batch's supplied ids; an id twice in the batch is refused."""
-    supplied = [checked.event.id for checked in events if checked.event.id is not None]
-    if len(set(supplied)) != len(supplied):
-        raise A2Error("PARTIAL_DUPLICATE_BATCH", "batch contains the same event id more than once")
-    if session is None:
-        return []
-    return [row for event_id in supplied if (row := session.owner_of(event_id)) is not None]
+def append(
+    sessions: Sessions,
+    args: AppendArgs,
+    wake: Sequence[Consumer],
+    *,
+    now: datetime,
+    new_id: Callable[[], str],
+) -> AppendResult:
+    """Appends a batch atomically; a batch of only stored ids replays them.
 
-
-def replay(events: Sequence[CheckedEvent], rows: Sequence[Row]) -> list[StoredEvent]:
-    """The stored events of an idempotent replay, in request order; a differing type or
-    payload under the same id is an ``IDEMPOTENCY_CONFLICT``."""
-    by_id = {row.id: row for row in rows}
-    stored = []
-    for checked in events:
-        row = by_id[checked.event.id or ""]
-        same_payload = same_json(json.loads(row.payload_json), json.loads(checked.payload_json))
-        if row.type != checked.event.type or not same_payload:
-            raise A2Error(
-                "IDEMPOTENCY_CONFLICT",
-                f"event id '{row.id}' is stored at index {row.index} with another type or payload",
-            )
-        stored.append(row.stored())
-    return stored
+    Generated ids are refused like supplied ones if they collide with a live id.
+    """
+    refuse_log_targets(args.events, wake)
+    session_id = args.session_id
+    session = sessions.get(session_id)
+    stored = [] if session is None else session.owners(args.supplied_ids)
+    if is_replay(len(stored), len(args.events)):
+        return AppendResult(replay(args.events, stored), has_pending(session, args.consumers))
+    if not args.events:
+        return AppendResult([], has_pending(session, args.consumers))
+    clear_index = 0 if session is None else session.clear_index
+    refuse_cleared_origin(args.origin_index, clear_index, session_id)
+    for checked in args.events:
+        cause = checked.event.cause
+        if cause is not None:
+            cursor = None if session is None else session.view_of(cause)
+            fence(cause, cursor, clear_index, session_id)
+    session = sessions.writable(session_id)
+    rows = plan_rows(session, args.events, now=now, new_id=new_id)
+    sessions.keep(session)
+    add_rows(session, rows, args.events, wake=wake, now=now)
+    return AppendResult([row.stored() for row in rows], has_pending(session, args.consumers))
 
 
 def plan_rows(
@@ -85,8 +104,8 @@ def add_rows(
     wake: Sequence[Consumer],
     now: datetime,
 ) -> None:
-    """Writes planned rows (the session must be registered in the store by now, so the
-    readiness queue sees its cursors as live) and starts their cursor work."""
+    """Writes planned rows (the session must be kept by the store by now, so the readiness
+    queue sees its cursors as live) and starts their cursor work."""
     base = session.head
     session.rows.extend(rows)
     session.by_id.update((row.id, row) for row in rows)
@@ -103,7 +122,77 @@ def insert(
     wake: Sequence[Consumer],
     cause: Cause | None = None,
 ) -> list[Row]:
-    """Plans and writes a batch in a registered session."""
+    """Plans and writes a batch in a kept session."""
     rows = plan_rows(session, events, now=now, new_id=new_id, cause=cause)
     add_rows(session, rows, events, wake=wake, now=now)
     return rows
+
+
+def read(session: SessionState | None, args: ReadArgs) -> list[StoredEvent]:
+    if session is None:
+        return []
+    end = session.head if args.through is None else args.through
+    if args.types is None:
+        return [row.stored() for row in session.rows_between(args.after, end, args.limit)]
+    wanted = frozenset(args.types)
+    picked = [row for row in session.rows_between(args.after, end) if row.type in wanted]
+    return [row.stored() for row in picked[: args.limit]]
+
+
+def stream_reader(sessions: Sessions, session_id: str) -> ReadAfter:
+    """What a stream reads per look. The first look starts at the clear marker at the
+    latest; later ones deliver every event not reclaimed yet, so events committed before
+    a clear the stream has not caught up with are still delivered, then the marker."""
+    started = False
+
+    def read_after(last: int) -> list[StoredEvent]:
+        nonlocal started
+        session = sessions.get(session_id)
+        if session is None:
+            return []
+        rows = session.rows_between(last, session.head, STREAM_BATCH, visible=not started)
+        started = True
+        return [row.stored() for row in rows]
+
+    return read_after
+
+
+def wake_log(sessions: Sessions, args: WakeLogArgs, *, now: datetime) -> WakeLogResult:
+    """Brings a log consumer's cursor up to date, creating it as an append would.
+
+    A session with nothing after its clear marker and no cursor gets an idle,
+    unstored cursor at the marker.
+    """
+    name, log = args.consumer.name, args.log
+    session = sessions.get(args.session_id)
+    cursor = None if session is None else session.cursors.get(cursor_key(name, log.lane, 0))
+    if session is None or (cursor is None and session.head == session.clear_index):
+        marker = 0 if session is None else session.clear_index
+        return WakeLogResult(Cursor(name, log.lane, "log", marker, None), marker)
+    if cursor is None:
+        position = session.clear_index if log.backfill else session.head
+        cursor = open_log_cursor(session, name, log, position, now)
+    else:
+        refuse_non_log_cursor(cursor.kind, name, log.lane)
+        wake_idle(session, cursor, log, now)
+    return WakeLogResult(cursor.view(), session.head)
+
+
+def list_cursors(session: SessionState | None) -> list[Cursor]:
+    """By consumer, then named lanes by name, then event cursors by head."""
+    views = [] if session is None else [cursor.view() for cursor in session.cursors.values()]
+    return sorted(views, key=lambda c: (c.consumer, c.lane is None, c.lane or "", c.head or 0))
+
+
+def list_sessions(sessions: Sessions, args: SessionsArgs) -> list[SessionInfo]:
+    after = args.after
+    names = sorted(name for name in sessions.by_id if after is None or name > after)
+    return [_info(sessions.by_id[name]) for name in names[: args.limit]]
+
+
+def _info(session: SessionState) -> SessionInfo:
+    live = [cursor for cursor in session.cursors.values() if cursor.head is not None]
+    dead = sum(1 for cursor in live if cursor.dispatch.failed_at is not None)
+    return SessionInfo(
+        session.session_id, session.head, session.clear_index, len(live) - dead, dead
+    )

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..contract.args import check_presence_read, check_presence_write
+from ..contract.limits import Limits
 from ..ids import Clock
 from ..models import JSON, PresenceRow
-from ..validation import Limits, check_name, check_presence_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,23 +47,22 @@ class MemoryPresence:
         write = check_presence_write(
             ns, participant, values, at=at, seen=seen, ttl=ttl, limits=self._limits
         )
-        encoded, seen_json, at = write.values, write.seen_json, write.at
         now = self._clock()
         expires_at = now + timedelta(seconds=write.ttl)
-        fields = self._spaces.get(ns, {}).get(participant, {})
+        fields = self._spaces.get(write.ns, {}).get(write.participant, {})
         applied: dict[str, JSON] = {}
-        for field, value_json in encoded.items():
+        for field, value_json in write.values.items():
             existing = fields.get(field)
-            if existing is not None and existing.expires_at > now and existing.at > at:
+            if existing is not None and existing.expires_at > now and existing.at > write.at:
                 continue
-            fields[field] = _Field(value_json, seen_json, at, expires_at)
+            fields[field] = _Field(value_json, write.seen_json, write.at, expires_at)
             applied[field] = json.loads(value_json)
         if fields:
-            self._spaces.setdefault(ns, {})[participant] = fields
+            self._spaces.setdefault(write.ns, {})[write.participant] = fields
         return applied
 
     async def read(self, ns: str) -> list[PresenceRow]:
-        check_name(ns, "presence namespace", self._limits)
+        ns = check_presence_read(ns, limits=self._limits)
         now = self._clock()
         participants = self._spaces.get(ns, {})
         rows: list[PresenceRow] = []

@@ -1,11 +1,18 @@
-"""Cached reducer folds of one session: head snapshots, pinned history, and the pins."""
+"""State snapshots in memory: read_state, put_snapshots, and each session's cache of folds."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..models import ClaimRef
+from ..contract.args import PutSnapshotsArgs, ReadStateArgs
+from ..contract.rules import refuse_snapshots_past_head
+from ..models import ClaimRef, StateRead
+
+if TYPE_CHECKING:
+    from .state import SessionState
 
 Checkpoint = tuple[str, int]
 """``(reducer, index)``: one cached fold."""
@@ -85,3 +92,33 @@ class SnapshotCache:
             {ref: set(cps) for ref, cps in self.pins.items()},
             {cp: set(refs) for cp, refs in self.pinned_by.items()},
         )
+
+
+def read_state(session: SessionState | None, args: ReadStateArgs) -> StateRead:
+    """The newest usable fold at or below ``through`` (default and cap: the head) and the
+    events after it, never below the clear marker."""
+    if session is None:
+        return StateRead(0, None, [], 0, 0)
+    upto = session.head if args.through is None else min(args.through, session.head)
+    found = session.snapshots.newest(args.reducer, upto, session.clear_index)
+    index, state = (0, None) if found is None else (found[0], json.loads(found[1]))
+    events = [row.stored() for row in session.rows_between(index, upto)]
+    return StateRead(index, state, events, session.head, session.clear_index)
+
+
+def put_snapshots(session: SessionState | None, args: PutSnapshotsArgs) -> None:
+    """Caches folds; writes below the clear index are ignored, a write past the session
+    head is ``INVALID_ARGUMENT`` (and writes nothing), pins of heads not live are ignored."""
+    head = 0 if session is None else session.head
+    refuse_snapshots_past_head([write.index for write in args.writes], head, args.session_id)
+    if session is None:  # no write can name an index of an empty session
+        return
+    for write in sorted(args.writes, key=lambda write: write.index):
+        if write.index >= session.clear_index:
+            pins = [pin for pin in write.pins if _live_head(session, pin)]
+            session.snapshots.put(args.reducer, write.index, write.state_json, pins)
+
+
+def _live_head(session: SessionState, pin: ClaimRef) -> bool:
+    cursor = session.cursor_of(pin)
+    return cursor is not None and cursor.head == pin.index and cursor.dispatch.failed_at is None

@@ -1,13 +1,15 @@
-"""The records MemoryStore keeps per session: event rows, cursors, completions and snapshots."""
+"""The records MemoryStore keeps: its sessions, and per session event rows, cursors and caches."""
 
 from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from ..models import Cause, Cursor, CursorKind, Dispatch, Head, StoredEvent
+from ..contract.rules import CompletedAttempt
+from ..models import AttemptRef, Cause, ClaimRef, Cursor, CursorKind, Dispatch, Head, StoredEvent
 from .ready import ReadyQueue
 from .snapshots import SnapshotCache
 
@@ -43,14 +45,6 @@ class Row:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Done:
-    """A finished head: the attempt that completed it (``None`` when skipped), its returned ids."""
-
-    attempt: int | None
-    ids: tuple[str, ...]
-
-
 @dataclass(slots=True)
 class CursorState:
     """A cursor as stored. ``ready_at`` is when its head became claimable (None when idle or
@@ -67,7 +61,7 @@ class CursorState:
     dispatch: Dispatch = FRESH
     types: tuple[str, ...] | None = None
     queue: deque[int] = field(default_factory=deque)
-    completions: dict[int, Done] = field(default_factory=dict)
+    completions: dict[int, CompletedAttempt] = field(default_factory=dict)
 
     @property
     def key(self) -> CursorKey:
@@ -97,7 +91,7 @@ class SessionState:
     clear_index: int = 0
     by_id: dict[str, Row] = field(default_factory=dict)
     cursors: dict[CursorKey, CursorState] = field(default_factory=dict)
-    finished: dict[CursorKey, Done] = field(default_factory=dict)
+    finished: dict[CursorKey, CompletedAttempt] = field(default_factory=dict)
     snapshots: SnapshotCache = field(default_factory=SnapshotCache)
     new_events: bool = False
     new_work: bool = False
@@ -113,6 +107,18 @@ class SessionState:
         """The live row holding ``event_id``; ids below the clear marker are free again."""
         row = self.by_id.get(event_id)
         return row if row is not None and row.index >= self.clear_index else None
+
+    def owners(self, ids: Sequence[str]) -> list[StoredEvent]:
+        """The live events holding any of ``ids``, in the order of ``ids``."""
+        return [row.stored() for event_id in ids if (row := self.owner_of(event_id)) is not None]
+
+    def cursor_of(self, ref: ClaimRef | AttemptRef) -> CursorState | None:
+        """The cursor whose head ``ref`` names, if that cursor exists (its head may differ)."""
+        return self.cursors.get(cursor_key(ref.consumer, ref.lane, ref.index))
+
+    def view_of(self, ref: ClaimRef | AttemptRef) -> Cursor | None:
+        cursor = self.cursor_of(ref)
+        return None if cursor is None else cursor.view()
 
     def rows_between(
         self, after: int, through: int, limit: int | None = None, *, visible: bool = True
@@ -143,3 +149,29 @@ class SessionState:
             finished=dict(self.finished),
             snapshots=self.snapshots.copy(),
         )
+
+
+class Sessions:
+    """Every session of one store, and the readiness queue they share."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, SessionState] = {}
+        self.ready = ReadyQueue(self.by_id)
+
+    def get(self, session_id: str) -> SessionState | None:
+        return self.by_id.get(session_id)
+
+    def writable(self, session_id: str) -> SessionState:
+        """The session to write to. A new one is stored by ``keep`` only once its write can
+        no longer fail, and before its first row is added (so the readiness queue sees its
+        cursors as live)."""
+        return self.by_id.get(session_id) or SessionState(session_id, self.ready)
+
+    def keep(self, session: SessionState) -> None:
+        self.by_id[session.session_id] = session
+
+    def restore(self, copies: Mapping[str, SessionState]) -> None:
+        """Puts back copies taken before a write that failed part-way."""
+        self.by_id.update(copies)
+        for session in copies.values():
+            self.ready.requeue(session)

@@ -1,11 +1,12 @@
-"""complete_attempts on PostgreSQL: one transaction of one or two round trips, any size.
+"""Outcomes of attempts on PostgreSQL: complete (in batches), fail, dead letters, redrive.
 
-The fast path (``complete_fenced``) takes batches that return no events, each on its
-own cursor, which is what workers mostly send: session locks, the advance fenced
-in SQL on each exact attempt, and the commit go in one round trip; if any completion
+``complete_attempts`` is one transaction of one or two round trips, any size. The
+fast path (``complete_fenced``) takes batches that return no events, each on its
+own cursor, which is what workers mostly send: session locks, the advance fenced in
+SQL on each exact attempt, and the commit go in one round trip; if any completion
 misses its fence the statement fails, nothing is written, and the batch is judged.
 
-Judged (``complete_batch``): the first round trip locks the sessions (sorted) and
+Judged (``complete_judged``): the first round trip locks the sessions (sorted) and
 reads every cursor (locked), lane record and stored id the batch names; each
 completion is then judged in Python, in order, exactly as ``complete_attempt`` would
 judge it after the ones before it (a ``WritePlan`` tracks heads and the ids this
@@ -15,141 +16,116 @@ with the commit.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
 
 from psycopg.rows import DictRow
 
-from ..errors import A2Error, invalid
+from ..contract.args import CompletionArgs, FailArgs, RedriveArgs
+from ..contract.rules import (
+    CompletedAttempt,
+    attempt_is_live,
+    judge_completion,
+    judge_failure,
+    mismatched_retry,
+    refuse_mismatched_retry,
+    refuse_repeated_ids,
+    refuse_taken_ids,
+    replay,
+)
 from ..models import (
-    AttemptRef,
     Completed,
     CompleteResult,
-    Completion,
     Consumer,
+    FailResult,
+    Head,
+    RedriveResult,
     StoredEvent,
     Superseded,
 )
-from ..validation import CheckedEvent, same_json
 from . import codec
-from .base import Committed, Conn, Finish, StoreBase, execute, finished
-from .queries import query
-from .writes import SessionHead, WritePlan, columns, push
+from .database import Database, Finish, Tx, finished
+from .log import has_pending, pending_flag
+from .writes import WritePlan, columns, push
+
+FENCE_MISSED = "a2pg: a completion missed its fence"
+"""The error text ``complete_fenced`` fails with when the fast path does not apply."""
+
+CursorKey = tuple[str, str, str]
+"""``(session_id, consumer, cursor_key)``."""
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
     """One checked completion, with the log consumers its writes wake."""
 
-    completion: Completion
+    args: CompletionArgs
     wake: Sequence[Consumer]
-    events: list[CheckedEvent]
 
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """A completion made earlier in this batch, so a repeat of it replays."""
-
-    index: int
-    attempt: int
-    ids: tuple[str, ...]
-
-
-def replay(events: Sequence[CheckedEvent], stored: Sequence[StoredEvent]) -> list[StoredEvent]:
-    """The stored events of an idempotent replay, in request order; a differing type or
-    payload under the same id is an ``IDEMPOTENCY_CONFLICT``."""
-    by_id = {event.id: event for event in stored}
-    replayed = []
-    for checked in events:
-        found = by_id[checked.event.id or ""]
-        same = same_json(found.payload, json.loads(checked.payload_json))
-        if found.type != checked.event.type or not same:
-            raise A2Error(
-                "IDEMPOTENCY_CONFLICT",
-                f"event id '{found.id}' is stored at index {found.index} "
-                "with another type or payload",
-            )
-        replayed.append(found)
-    return replayed
-
-
-FENCE_MISSED = "a2pg: a completion missed its fence"
-"""The error text ``complete_fenced`` fails with when the fast path does not apply."""
+    @property
+    def key(self) -> CursorKey:
+        c = self.args.completion
+        return (c.session_id, c.consumer, codec.cursor_key(c.lane, c.index))
 
 
 def fits_fast_path(items: Sequence[Item]) -> bool:
     """Completions returning no events, each on its own cursor: the common case, which
     ``complete_fenced`` settles in one round trip when every one is fresh."""
-    keys = {
-        (i.completion.session_id, i.completion.consumer, cursor_key_of(i.completion)) for i in items
-    }
-    return len(keys) == len(items) and not any(item.events for item in items)
+    keys = {item.key for item in items}
+    return len(keys) == len(items) and not any(item.args.events for item in items)
 
 
 def missed_fence(exc: Exception) -> bool:
     return FENCE_MISSED in str(exc)
 
 
-def cursor_key_of(completion: Completion) -> str:
-    return codec.cursor_key(completion.lane, completion.index)
-
-
-async def complete_fenced(
-    store: StoreBase, conn: Conn, committed: Committed, items: Sequence[Item]
-) -> Finish[list[CompleteResult]]:
+async def complete_fenced(tx: Tx, items: Sequence[Item]) -> Finish[list[CompleteResult]]:
     """The whole batch in one round trip, every completion fenced in SQL: session locks,
     type refreshes, the fenced advance, pin releases, NOTIFY and the commit travel
     together. Fails with ``FENCE_MISSED`` (nothing written) unless every completion is a
-    fresh one; the caller then runs ``complete_batch``."""
-    await execute(
-        conn,
-        query("lock_sessions"),
-        {"session_ids": sorted({item.completion.session_id for item in items})},
-    )
-    refreshes: dict[tuple[str, str, str], str | None] = {}
+    fresh one; the caller then runs ``complete_judged``."""
+    session_ids = sorted({item.args.completion.session_id for item in items})
+    await tx.execute(tx.query("lock_sessions"), {"session_ids": session_ids})
+    refreshes: dict[CursorKey, str | None] = {}
     fenced = columns("session_ids", "consumers", "keys", "heads", "attempts")
     releases = columns("session_ids", "consumers", "keys", "idxs")
     touched: set[str] = set()
     for item in items:
-        c = item.completion
+        c = item.args.completion
         for consumer in item.wake:
             if consumer.log is not None:
                 log_key = codec.cursor_key(consumer.log.lane, 0)
                 refreshes[(c.session_id, consumer.name, log_key)] = codec.types_json(
                     consumer.log.types
                 )
-        push(fenced, c.session_id, c.consumer, cursor_key_of(c), c.index, c.attempt)
-        push(releases, c.session_id, c.consumer, cursor_key_of(c), c.index)
+        _, _, key = item.key
+        push(fenced, c.session_id, c.consumer, key, c.index, c.attempt)
+        push(releases, c.session_id, c.consumer, key, c.index)
         if c.lane is not None:  # a lane or log cursor may take its next head
             touched.add(c.session_id)
     if refreshes:
         refresh = columns("session_ids", "consumers", "keys", "types")
         for (session_id, consumer_name, log_key), types in refreshes.items():
             push(refresh, session_id, consumer_name, log_key, types)
-        await execute(conn, query("refresh_log_types"), refresh)
-    now = store._now_param()
-    await execute(conn, query("complete_fenced"), {**fenced, "count": len(items), "now": now})
-    await execute(conn, query("release_pins"), releases)
+        await tx.execute(tx.query("refresh_log_types"), refresh)
+    now = tx.now_param()
+    await tx.execute(tx.query("complete_fenced"), {**fenced, "count": len(items), "now": now})
+    await tx.execute(tx.query("release_pins"), releases)
     if touched:
-        committed.notify = await execute(
-            conn,
-            query("notify_ready"),
-            {
-                "channel": store._channel,
-                "session_ids": sorted(touched),
-                "now": now,
-                "forced": [],
-            },
+        tx.notify = await tx.execute(
+            tx.query("notify_ready"),
+            {"channel": tx.channel, "session_ids": sorted(touched), "now": now, "forced": []},
         )
     return finished([Completed([]) for _ in items])
 
 
-def _mismatch() -> A2Error:
-    return A2Error(
-        "PARTIAL_DUPLICATE_BATCH", "completed attempt does not match the returned event batch"
-    )
+@dataclass(frozen=True, slots=True)
+class EarlierCompletion:
+    """A completion made earlier in this batch: a repeat of it in the same batch replays."""
+
+    index: int
+    record: CompletedAttempt
 
 
 class Batch:
@@ -158,7 +134,7 @@ class Batch:
     def __init__(
         self,
         plan: WritePlan,
-        cursors: dict[tuple[str, str, str], DictRow],
+        cursors: dict[CursorKey, DictRow],
         lanes: dict[tuple[str, str, str, int], DictRow],
         owners: dict[tuple[str, str], StoredEvent],
     ) -> None:
@@ -166,39 +142,38 @@ class Batch:
         self.cursors = cursors
         self.lanes = lanes
         self.owners = owners
-        self.done: dict[tuple[str, str, str], Done] = {}
+        self.earlier: dict[CursorKey, EarlierCompletion] = {}
 
     def judge(self, item: Item) -> CompleteResult:
-        c = item.completion
+        c = item.args.completion
         session = self.plan.sessions.get(c.session_id)
-        if session is not None and c.index <= session.clear_index:
-            return Superseded()
-        if session is None or c.index > session.head:
-            raise invalid(f"no event at index {c.index} in session '{c.session_id}'")
-        ids = [checked.event.id or "" for checked in item.events]
-        if len(set(ids)) != len(ids):
-            raise A2Error(
-                "PARTIAL_DUPLICATE_BATCH", "returned event batch contains the same event id twice"
-            )
-        cause = AttemptRef(c.consumer, c.lane, c.index, c.attempt)
-        key = (c.session_id, c.consumer, codec.cursor_key(c.lane, c.index))
-        row = self.cursors.get(key)
-        if row is None:
-            return Superseded()
-        done = self.done.get(key)
-        if done is not None or row["head"] != c.index:
-            return self._replay(item, row, done, cause, ids)
-        if (
-            row["attempt_count"] != c.attempt
-            or row["failed_at"] is not None
-            or row["claim_holder"] is None
+        head, clear_index = (0, 0) if session is None else (session.head, session.clear_index)
+        if not attempt_is_live(
+            c.index, head=head, clear_index=clear_index, session_id=c.session_id
         ):
             return Superseded()
-        self._claim_ids(c.session_id, session.clear_index, ids)
+        assert session is not None
+        ids = item.args.ids
+        refuse_repeated_ids(ids, "returned event batch")
+        cause = item.args.cause
+        row = self.cursors.get(item.key)
+        cursor = None if row is None else codec.cursor(row)
+        earlier = self.earlier.get(item.key)
+        recorded = self._recorded(item, row, earlier)
+        if earlier is not None:  # this batch moved the head: judge against that, not the row
+            cursor = None
+        verdict = judge_completion(cursor, cause, recorded)
+        if verdict == "superseded":
+            return Superseded()
+        if verdict == "replay":
+            assert recorded is not None
+            return Completed(self._replayed(item, recorded, clear_index))
+        refuse_taken_ids(any(self._owned(c.session_id, event_id, clear_index) for event_id in ids))
         self.plan.refresh(c.session_id, item.wake)
-        stored = self.plan.add_batch(c.session_id, item.events, wake=item.wake, cause=cause)
+        stored = self.plan.add_batch(c.session_id, item.args.events, wake=item.wake, cause=cause)
         for event in stored:
             self.owners[(c.session_id, event.id)] = event
+        assert row is not None
         self.plan.finish(
             c.session_id,
             consumer=c.consumer,
@@ -208,71 +183,69 @@ class Batch:
             attempt=c.attempt,
             ids=ids,
         )
-        self.done[key] = Done(c.index, c.attempt, tuple(ids))
+        self.earlier[item.key] = EarlierCompletion(c.index, CompletedAttempt(c.attempt, tuple(ids)))
         return Completed(stored)
 
-    def _replay(
-        self,
-        item: Item,
-        row: DictRow,
-        done: Done | None,
-        cause: AttemptRef,
-        ids: list[str],
-    ) -> CompleteResult:
-        """The head moved on: a retry of the completion that moved it replays, else superseded."""
-        recorded: tuple[int | None, Sequence[str] | None] | None = None
-        if done is not None and done.index == cause.index:
-            recorded = (done.attempt, done.ids)
-        elif row["kind"] == "lane":
-            lane_key = (item.completion.session_id, cause.consumer, row["lane"], cause.index)
-            lane = self.lanes.get(lane_key)
-            if lane is not None and lane["done"]:
-                recorded = (lane["completed_attempt"], lane["returned_event_ids"])
-        elif done is None and row["completed_idx"] == cause.index:
-            recorded = (row["completed_attempt"], row["returned_event_ids"])
-        if recorded is None or recorded[0] != cause.attempt:
-            return Superseded()
-        if list(recorded[1] or ()) != ids:
-            raise _mismatch()
-        session_id = item.completion.session_id
-        clear_index = self.plan.sessions[session_id].clear_index
+    def _recorded(
+        self, item: Item, row: DictRow | None, earlier: EarlierCompletion | None
+    ) -> CompletedAttempt | None:
+        """How the head at this index was finished, if it was: by this batch, a lane's
+        record of it, or the cursor's record of its last completion."""
+        index = item.args.completion.index
+        if earlier is not None and earlier.index == index:
+            return earlier.record
+        if row is None or (earlier is None and row["head"] == index):
+            return None
+        if row["kind"] == "lane":
+            c = item.args.completion
+            lane = self.lanes.get((c.session_id, c.consumer, row["lane"], index))
+            if lane is None or not lane["done"]:
+                return None
+            return CompletedAttempt(
+                lane["completed_attempt"], tuple(lane["returned_event_ids"] or ())
+            )
+        if earlier is not None or row["completed_idx"] != index:
+            return None
+        return CompletedAttempt(row["completed_attempt"], tuple(row["returned_event_ids"] or ()))
+
+    def _replayed(
+        self, item: Item, recorded: CompletedAttempt, clear_index: int
+    ) -> list[StoredEvent]:
+        """A retry of the completion that moved the head: the same ids, stored events back."""
+        ids = item.args.ids
+        refuse_mismatched_retry(recorded, ids)
+        session_id = item.args.completion.session_id
         owned = []
         for event_id in ids:
             event = self.owners.get((session_id, event_id))
-            if event is None or event.index < clear_index or event.cause != cause:
-                raise _mismatch()
+            if event is None or event.index < clear_index or event.cause != item.args.cause:
+                raise mismatched_retry()
             owned.append(event)
-        return Completed(replay(item.events, owned))
+        return replay(item.args.events, owned)
 
-    def _claim_ids(self, session_id: str, clear_index: int, ids: list[str]) -> None:
-        """Fresh ids must be free: one stored live (or by this batch) refuses the batch; one
-        stored only below the clear marker is given up by its old event (``free_stale_ids``)."""
-        for event_id in ids:
-            owner = self.owners.get((session_id, event_id))
-            if owner is not None and owner.index >= clear_index:
-                raise A2Error(
-                    "PARTIAL_DUPLICATE_BATCH", "returned event batch contains already-appended ids"
-                )
+    def _owned(self, session_id: str, event_id: str, clear_index: int) -> bool:
+        """Whether a fresh id is taken: stored live (or by this batch). One stored only
+        below the clear marker is given up by its old event (``free_stale_ids``)."""
+        owner = self.owners.get((session_id, event_id))
+        return owner is not None and owner.index >= clear_index
 
 
-async def complete_batch(
-    store: StoreBase, conn: Conn, committed: Committed, items: Sequence[Item]
-) -> Finish[list[CompleteResult]]:
+async def complete_judged(tx: Tx, items: Sequence[Item]) -> Finish[list[CompleteResult]]:
     """Runs the whole batch in the caller's transaction (see the module docstring)."""
-    locked = await store._lock(conn, [item.completion.session_id for item in items])
+    locked = await tx.lock([item.args.completion.session_id for item in items])
     keys = columns("session_ids", "consumers", "keys")
     lanes = columns("session_ids", "consumers", "lanes", "idxs")
     ids = columns("session_ids", "event_ids")
     for item in items:
-        c = item.completion
-        push(keys, c.session_id, c.consumer, codec.cursor_key(c.lane, c.index))
+        c = item.args.completion
+        push(keys, *item.key)
         if c.lane is not None:
             push(lanes, c.session_id, c.consumer, c.lane, c.index)
-        for checked in item.events:
+        for checked in item.args.events:
             push(ids, c.session_id, checked.event.id)
-    cursors_cur = await execute(conn, query("select_cursors"), keys)
-    lanes_cur = await execute(conn, query("select_lane_events"), lanes) if lanes["idxs"] else None
-    ids_cur = await execute(conn, query("select_events_by_ids"), ids) if ids["event_ids"] else None
+    cursors_cur = await tx.execute(tx.query("select_cursors"), keys)
+    lanes_cur = await tx.execute(tx.query("select_lane_events"), lanes) if lanes["idxs"] else None
+    ids_cur = await tx.execute(tx.query("select_events_by_ids"), ids) if ids["event_ids"] else None
     sessions, now = await locked.result()
     cursors = {
         (r["session_id"], r["consumer"], r["cursor_key"]): r for r in await cursors_cur.fetchall()
@@ -285,33 +258,101 @@ async def complete_batch(
     if ids_cur is not None:
         for r in await ids_cur.fetchall():
             owners[(r["session_id"], r["event_id"])] = codec.event(r)
-    plan = store._plan(now, sessions)
+    plan = tx.new_plan(now, sessions)
     batch = Batch(plan, cursors, lane_rows, owners)
     results = [batch.judge(item) for item in items]
-    committed.plan = plan
-    committed.notify = await plan.apply(conn, channel=store._channel)
+    await tx.apply(plan)
     return finished(results)
 
 
-def fence(
-    session_id: str,
-    session: SessionHead,
-    cursors: dict[tuple[str, str], Any],
-    cause: AttemptRef,
-) -> None:
-    """The attempt fence of consumer appends and clears: the cause names the current attempt
-    of a live head, else ``SUPERSEDED_ATTEMPT``."""
-    row = None
-    if cause.index > session.clear_index:
-        row = cursors.get((cause.consumer, codec.cursor_key(cause.lane, cause.index)))
-    if (
-        row is None
-        or row["head"] != cause.index
-        or row["attempt_count"] != cause.attempt
-        or row["failed_at"] is not None
-    ):
-        raise A2Error(
-            "SUPERSEDED_ATTEMPT",
-            f"attempt {cause.attempt} of {cause.consumer} at index {cause.index} "
-            f"is no longer current in session '{session_id}'",
-        )
+async def fail_attempt(tx: Tx, args: FailArgs) -> Finish[FailResult]:
+    """Records a failure; ``retry_after`` holds the head back meanwhile. Repeating the same
+    call answers as the first did."""
+    session_id, ref = args.session_id, args.attempt
+    key = codec.cursor_key(ref.lane, ref.index)
+    locked = await tx.lock([session_id])
+    found = await tx.execute(
+        tx.query("select_cursors"),
+        {"session_ids": [session_id], "consumers": [ref.consumer], "keys": [key]},
+    )
+    sessions, now = await locked.result()
+    row = await found.fetchone()
+    session = sessions.get(session_id)
+    head, clear_index = (0, 0) if session is None else (session.head, session.clear_index)
+    if not attempt_is_live(ref.index, head=head, clear_index=clear_index, session_id=session_id):
+        return finished(FailResult("superseded", 0))
+    result, record = judge_failure(
+        None if row is None else codec.cursor(row), ref, args.max_failures
+    )
+    if not record:
+        return finished(result)
+    dead = result.outcome == "dead_lettered"
+    delay = args.retry_after
+    params = {
+        "session_id": session_id,
+        "consumer": ref.consumer,
+        "cursor_key": key,
+        "idx": ref.index,
+        "attempt": ref.attempt,
+        "failure_count": result.failure_count,
+        "error": args.error,
+        "now": now,
+        "dead": dead,
+        "retry_at": None if dead or delay is None else now + timedelta(seconds=delay),
+    }
+    await tx.execute(tx.query("fail_head"), params)
+    plan = tx.new_plan(now, sessions)
+    if dead:
+        plan.release(session_id, ref.consumer, key, ref.index)
+    plan.touched.add(session_id)
+    await tx.apply(plan)
+    return finished(result)
+
+
+async def dead_letters(db: Database, session_id: str) -> list[Head]:
+    rows = await db.run(db.query("dead_letters"), {"session_id": session_id})
+    return [codec.head(row) for row in rows]
+
+
+async def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> Finish[RedriveResult]:
+    """Retries or skips a dead-lettered head (False when there is none above the clear)."""
+    session_id, index = args.session_id, args.index
+    locked = await tx.lock([session_id])
+    dead = await tx.execute(
+        tx.query("dead_head"), {"session_id": session_id, "consumer": args.consumer, "idx": index}
+    )
+    sessions, now = await locked.result()
+    row = await dead.fetchone()
+    session = sessions.get(session_id)
+    redriven = session is not None and row is not None and index > session.clear_index
+    if redriven:
+        assert row is not None
+        plan = tx.new_plan(now, sessions)
+        plan.refresh(session_id, wake)
+        if args.action == "skip":
+            plan.finish(
+                session_id,
+                consumer=args.consumer,
+                lane=row["lane"],
+                kind=row["kind"],
+                index=index,
+                attempt=None,
+                ids=None,
+            )
+        else:
+            retry = {
+                "session_id": session_id,
+                "consumer": args.consumer,
+                "cursor_key": row["cursor_key"],
+                "idx": index,
+                "now": now,
+            }
+            await tx.execute(tx.query("retry_head"), retry)
+        plan.force_notify(session_id)
+        await tx.apply(plan)
+    flag = await tx.execute(tx.query("has_pending"), has_pending(session_id, args.consumers))
+
+    async def finish() -> RedriveResult:
+        return RedriveResult(redriven, await pending_flag(flag))
+
+    return finish

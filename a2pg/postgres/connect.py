@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import AsyncConnection, sql
 
 from ..errors import invalid
-from .base import Conn, execute
+from .database import Conn, execute
 
 if TYPE_CHECKING:
     from .store import PostgresStore

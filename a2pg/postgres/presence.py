@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg.rows import DictRow
-
-from ..ids import Clock
+from ..contract.args import check_presence_read, check_presence_write
+from ..contract.limits import Limits
 from ..models import JSON, PresenceRow
-from ..validation import Limits, check_name, check_presence_write
 from . import codec
-
-ReadFn = Callable[..., Awaitable[list[DictRow]]]
+from .database import Database
 
 
 class PostgresPresence:
@@ -22,13 +19,9 @@ class PostgresPresence:
     newer (by ``at``) and still live; ``None`` is kept as a tombstone and never read.
     Each call is one autocommit statement."""
 
-    def __init__(self, run: ReadFn, clock: Clock | None, limits: Limits) -> None:
-        self._run = run
-        self._clock = clock
+    def __init__(self, db: Database, limits: Limits) -> None:
+        self._db = db
         self._limits = limits
-
-    def _now(self) -> datetime | None:
-        return None if self._clock is None else self._clock()
 
     async def write(
         self,
@@ -47,22 +40,24 @@ class PostgresPresence:
         if not encoded:
             return {}
         params: dict[str, Any] = {
-            "ns": ns,
-            "participant": participant,
+            "ns": write.ns,
+            "participant": write.participant,
             "fields": list(encoded),
             "values": list(encoded.values()),
             "seen": write.seen_json,
             "at": write.at,
             "ttl": timedelta(seconds=write.ttl),
-            "now": self._now(),
+            "now": self._db.now_param(),
         }
-        rows = await self._run("presence_write", params, idempotent=True)
+        rows = await self._db.run(self._db.query("presence_write"), params, idempotent=True)
         applied = {row["field"] for row in rows}
         return {field: json.loads(text) for field, text in encoded.items() if field in applied}
 
     async def read(self, ns: str) -> list[PresenceRow]:
-        check_name(ns, "presence namespace", self._limits)
-        rows = await self._run("presence_read", {"ns": ns, "now": self._now()})
+        checked = check_presence_read(ns, limits=self._limits)
+        rows = await self._db.run(
+            self._db.query("presence_read"), {"ns": checked, "now": self._db.now_param()}
+        )
         return [
             PresenceRow(
                 row["participant"],

@@ -6,46 +6,70 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.errors import SerializationFailure
+from psycopg import errors as pg
 from psycopg_pool import AsyncConnectionPool
 
-from .. import validation as check
-from ..errors import A2Error, invalid
-from ..ids import Clock, IdGenerator
+from ..contract.args import (
+    check_append,
+    check_claim_any,
+    check_claim_available,
+    check_clear,
+    check_complete_attempts,
+    check_fail_attempt,
+    check_put_snapshots,
+    check_read,
+    check_read_state,
+    check_redrive,
+    check_register_consumers,
+    check_release_claims,
+    check_renew_claims,
+    check_session,
+    check_sessions,
+    check_stream,
+    check_unregister_consumers,
+    check_wake_log,
+)
+from ..contract.limits import DEFAULT_LIMITS, Limits
+from ..contract.rules import refuse_log_targets
+from ..errors import invalid
+from ..ids import Clock, IdGenerator, uuid7
 from ..models import (
-    CLEAR_EVENT_TYPE,
     AppendResult,
     AttemptRef,
+    ClaimRef,
+    ClaimResult,
     ClearResult,
+    CompleteResult,
+    Completion,
     Consumer,
     Cursor,
-    LogSpec,
+    FailResult,
+    Head,
     NewEvent,
     ReclaimResult,
+    RedriveAction,
+    RedriveResult,
+    ReleaseResult,
+    RenewResult,
     SessionInfo,
+    SnapshotWrite,
+    StateRead,
     StoredEvent,
     WakeLogResult,
 )
-from ..validation import DEFAULT_LIMITS, CheckedEvent, Limits
 from ..wakeups import Wakeups
-from . import codec
-from .attempts import AttemptsMixin, names_of
-from .base import Committed, Conn, Finish, execute, finished
-from .completions import fence, replay
+from . import claims as claiming
+from . import clear, log, snapshots
+from . import completions as outcomes
 from .connect import check_pool_connection, configure_connection, to_libpq_dsn
-from .layout import check_schema, ensure_layout
+from .database import Conn, Database, Finish, Tx
+from .layout import DEFAULT_SCHEMA, check_schema, ensure_layout
 from .presence import PostgresPresence
-from .queries import query
-from .snapshots import SnapshotsMixin
-from .writes import SessionHead, columns, push
-
-RECLAIM_BATCH = 256
-"""Events ``reclaim`` deletes per call, so no call holds the session for long."""
-
-_CLEAR_MARKER = CheckedEvent(NewEvent(CLEAR_EVENT_TYPE, None), "null")
+from .registry import Registry
+from .streams import Connect, Listener, channel_name
 
 
-class PostgresStore(AttemptsMixin, SnapshotsMixin):
+class PostgresStore:
     """The store contract (SPEC.md section 2) on PostgreSQL.
 
     Every write is one short transaction that locks the session row first (so index
@@ -53,18 +77,46 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
     cursor rows. Single statements run on autocommit connections; transactions are
     pipelined so their reads cost one round trip and their writes ride with the
     commit. Times come from the database server unless a ``clock`` is injected.
+
+    Each method checks its arguments (``a2pg.contract.args``), then runs its area's
+    function (``log``, ``claims``, ``completions``, ``snapshots``, ``clear``) in one
+    transaction or statement. Build one with :meth:`open`; the constructor takes an
+    open pool whose connections are autocommit and configured with
+    :func:`configure_connection`, and ``listen``, which opens the LISTEN connection.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._presence = PostgresPresence(self._read, self._clock, self._limits)
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        *,
+        listen: Connect,
+        schema: str = DEFAULT_SCHEMA,
+        owns_pool: bool = False,
+        clock: Clock | None = None,
+        ids: IdGenerator | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        registry_ttl: float = 1.0,
+        poll_interval: float = 1.0,
+    ) -> None:
+        self._schema = check_schema(schema)
+        self._owns_pool = owns_pool
+        self._limits = limits
+        channel = channel_name(schema)
+        self._listener = Listener(
+            connect=listen, channel=channel, poll_interval=poll_interval, clock=clock
+        )
+        self._db = Database(
+            pool, channel=channel, clock=clock, new_id=ids or uuid7, announce=self._announce
+        )
+        self._registry = Registry(self._db, ttl=registry_ttl)
+        self._presence = PostgresPresence(self._db, limits)
 
     @classmethod
     async def open(
         cls,
         dsn: str | AsyncConnectionPool[Any],
         *,
-        schema: str = "public",
+        schema: str = DEFAULT_SCHEMA,
         clock: Clock | None = None,
         ids: IdGenerator | None = None,
         limits: Limits = DEFAULT_LIMITS,
@@ -108,16 +160,16 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
             await pool.open(wait=True)
         conn_kwargs["autocommit"] = True
 
-        async def connect() -> Conn:
+        async def listen() -> Conn:
             conn = await AsyncConnection.connect(to_libpq_dsn(conninfo), **conn_kwargs)
             await configure(conn)
             return conn
 
         store = cls(
             pool,
+            listen=listen,
             schema=schema,
             owns_pool=owns_pool,
-            connect=connect,
             clock=clock,
             ids=ids,
             limits=limits,
@@ -137,14 +189,28 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
     async def close(self) -> None:
         """Ends streams and wakeups, closes the LISTEN connection and the pool (if owned)."""
         await self._listener.close()
-        if self._pool_check is not None:
-            self._pool_check.cancel()
+        self._db.close()
         if self._owns_pool:
-            await self._pool.close()
+            await self._db.pool.close()
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def pool(self) -> AsyncConnectionPool[Any]:
+        return self._db.pool
 
     @property
     def presence(self) -> PostgresPresence:
         return self._presence
+
+    def _announce(self, appended: Sequence[str], work: Sequence[str]) -> None:
+        """What a commit of this store did, told to its own streams and wakeups at once."""
+        for session_id in appended:
+            self._listener.committed(session_id)
+        for session_id in work:
+            self._listener.work(session_id)
 
     # -- the log ---------------------------------------------------------------------------
 
@@ -158,72 +224,19 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
     ) -> AppendResult:
         """Appends a batch atomically in one transaction of two round trips; a batch of
         only stored ids replays them."""
-        check.check_session_id(session_id, self._limits)
-        consumers = self._checked_consumers(consumers)
-        wake = await self._wake_set(consumers)
-        names = check.log_consumer_names(wake)
-        checked = check.check_events(events, self._limits, log_consumers=names)
-        if origin_index is not None:
-            check.check_index(origin_index, "origin_index")
-        supplied = [item.event.id for item in checked if item.event.id is not None]
-        if len(set(supplied)) != len(supplied):
-            raise A2Error(
-                "PARTIAL_DUPLICATE_BATCH", "batch contains the same event id more than once"
-            )
-        pending = {"session_id": session_id, "names": names_of(consumers)}
-        if not checked:
-            rows = await self._read("has_pending", pending)
-            return AppendResult([], bool(rows[0]["has_pending"]))
-        causes = [item.event.cause for item in checked if item.event.cause is not None]
+        args = check_append(
+            session_id, events, consumers=consumers, origin_index=origin_index, limits=self._limits
+        )
+        wake = await self._registry.wake_set(args.consumers)
+        refuse_log_targets(args.events, wake)
+        if not args.events:
+            return AppendResult([], await log.pending_now(self._db, session_id, args.consumers))
 
-        async def body(conn: Conn, committed: Committed) -> Finish[AppendResult]:
-            locked = await self._lock(conn, [session_id], ensure=True)
-            ids = {"session_ids": [session_id] * len(supplied), "event_ids": supplied}
-            owners = await execute(conn, query("select_events_by_ids"), ids) if supplied else None
-            keys = columns("session_ids", "consumers", "keys")
-            for cause in causes:
-                push(keys, session_id, cause.consumer, codec.cursor_key(cause.lane, cause.index))
-            fences = await execute(conn, query("select_cursors"), keys) if causes else None
-            sessions, now = await locked.result()
-            session = sessions[session_id]
-            stored = [] if owners is None else [codec.event(r) for r in await owners.fetchall()]
-            live = [event for event in stored if event.index >= session.clear_index]
-            if live and len(live) == len(checked):
-                replayed = replay(checked, live)
-                has_pending = await execute(conn, query("has_pending"), pending)
-                return self._appended(replayed, has_pending)
-            if live:
-                raise A2Error(
-                    "PARTIAL_DUPLICATE_BATCH",
-                    f"batch mixes {len(live)} already-appended and "
-                    f"{len(checked) - len(live)} fresh events",
-                )
-            if origin_index is not None and origin_index <= session.clear_index:
-                raise A2Error(
-                    "SESSION_CLEARED",
-                    f"scheduled work from event {origin_index} was cleared "
-                    f"in session '{session_id}'",
-                )
-            rows = [] if fences is None else await fences.fetchall()
-            cursors = {(r["consumer"], r["cursor_key"]): r for r in rows}
-            for cause in causes:
-                fence(session_id, session, cursors, cause)
-            plan = self._plan(now, sessions)
-            inserted = plan.add_batch(session_id, checked, wake=wake)
-            committed.plan = plan
-            committed.notify = await plan.apply(conn, channel=self._channel)
-            has_pending = await execute(conn, query("has_pending"), pending)
-            return self._appended(inserted, has_pending)
+        async def body(tx: Tx) -> Finish[AppendResult]:
+            return await log.append(tx, args, wake)
 
-        return await self._write(body, idempotent=len(supplied) == len(checked))
-
-    @staticmethod
-    def _appended(events: list[StoredEvent], pending: Any) -> Finish[AppendResult]:
-        async def finish() -> AppendResult:
-            row = await pending.fetchone()
-            return AppendResult(events, bool(row and row["has_pending"]))
-
-        return finish
+        idempotent = len(args.supplied_ids) == len(args.events)
+        return await self._db.write(body, idempotent=idempotent)
 
     async def read(
         self,
@@ -234,69 +247,193 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
         types: Sequence[str] | None = None,
         limit: int | None = None,
     ) -> list[StoredEvent]:
-        args = check.check_read(
-            session_id,
-            after=after,
-            through=through,
-            types=types,
-            limit=limit,
-            limits=self._limits,
+        args = check_read(
+            session_id, after=after, through=through, types=types, limit=limit, limits=self._limits
         )
-        wanted = None if args.types is None else list(args.types)
-        return await self._events_after(
-            session_id, after=args.after, through=args.through, types=wanted, limit=args.limit
-        )
+        return await log.read(self._db, args)
 
     async def wake_log(self, session_id: str, consumer: Consumer) -> WakeLogResult:
         """Brings a log consumer's cursor up to date, creating it as an append would; a
         session with nothing after its clear marker and no cursor gets an idle, unstored
         cursor at the marker."""
-        check.check_session_id(session_id, self._limits)
-        log = self._log_spec(consumer)
-        key = codec.cursor_key(log.lane, 0)
-        keys = {"session_ids": [session_id], "consumers": [consumer.name], "keys": [key]}
-
-        async def body(conn: Conn, committed: Committed) -> Finish[WakeLogResult]:
-            locked = await self._lock(conn, [session_id])
-            found = await execute(conn, query("select_cursors"), keys)
-            sessions, now = await locked.result()
-            row = await found.fetchone()
-            session = sessions.get(session_id)
-            if session is None or (row is None and session.head == session.clear_index):
-                marker = 0 if session is None else session.clear_index
-                idle = Cursor(consumer.name, log.lane, "log", marker, None)
-                return finished(WakeLogResult(idle, marker))
-            if row is not None and row["kind"] != "log":
-                raise invalid(
-                    f"consumer '{consumer.name}' has a {row['kind']} cursor on lane '{log.lane}'"
-                )
-            plan = self._plan(now, sessions)
-            plan.wake(session_id, consumer, session.clear_index if log.backfill else session.head)
-            committed.plan = plan
-            committed.notify = await plan.apply(conn, channel=self._channel)
-            woken = await execute(conn, query("select_cursors"), keys)
-
-            async def finish() -> WakeLogResult:
-                row = await woken.fetchone()
-                assert row is not None
-                return WakeLogResult(codec.cursor(row), session.head)
-
-            return finish
-
-        return await self._write(body, idempotent=True)
-
-    def _log_spec(self, consumer: object) -> LogSpec:
-        if not isinstance(consumer, Consumer):
-            raise invalid(f"consumer must be a Consumer, not {type(consumer).__name__}")
-        check.check_name(consumer.name, "consumer name", self._limits)
-        if consumer.log is None:
-            raise invalid(f"consumer '{consumer.name}' is not a log consumer")
-        return check.check_log_spec(consumer.log, self._limits)
+        args = check_wake_log(session_id, consumer, limits=self._limits)
+        return await self._db.write(lambda tx: log.wake_log(tx, args), idempotent=True)
 
     async def cursors(self, session_id: str) -> list[Cursor]:
-        check.check_session_id(session_id, self._limits)
-        rows = await self._read("list_cursors", {"session_id": session_id})
-        return [codec.cursor(row) for row in rows]
+        return await log.cursors(self._db, check_session(session_id, limits=self._limits))
+
+    async def sessions(self, *, after: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """Sessions by id after ``after``, for listings."""
+        return await log.sessions(
+            self._db, check_sessions(after=after, limit=limit, limits=self._limits)
+        )
+
+    # -- claims ----------------------------------------------------------------------------
+
+    async def claim_available(
+        self,
+        session_id: str,
+        *,
+        holder: str,
+        ttl: float,
+        exclude: Sequence[ClaimRef] = (),
+        consumers: Sequence[Consumer] | None = None,
+        max_failures: int | None = None,
+        through: int | None = None,
+    ) -> ClaimResult:
+        args = check_claim_available(
+            session_id,
+            holder=holder,
+            ttl=ttl,
+            exclude=exclude,
+            consumers=consumers,
+            max_failures=max_failures,
+            through=through,
+            limits=self._limits,
+        )
+        wake = await self._registry.wake_set(args.consumers)
+        return await self._db.write(
+            lambda tx: claiming.claim_available(tx, args, wake), idempotent=False
+        )
+
+    async def claim_any(
+        self,
+        *,
+        holder: str,
+        ttl: float,
+        consumers: Sequence[Consumer] | None = None,
+        limit: int = 10,
+        max_failures: int | None = None,
+    ) -> list[Head]:
+        args = check_claim_any(
+            holder=holder,
+            ttl=ttl,
+            consumers=consumers,
+            limit=limit,
+            max_failures=max_failures,
+            limits=self._limits,
+        )
+        return await claiming.claim_any(self._db, args)
+
+    async def renew_claims(
+        self, session_id: str, *, holder: str, claims: Sequence[AttemptRef], ttl: float
+    ) -> RenewResult:
+        args = check_renew_claims(
+            session_id, holder=holder, claims=claims, ttl=ttl, limits=self._limits
+        )
+        return await self._db.write(lambda tx: claiming.renew_claims(tx, args), idempotent=True)
+
+    async def release_claims(
+        self, session_id: str, *, holder: str, claims: Sequence[AttemptRef]
+    ) -> ReleaseResult:
+        """Hands claims back (a worker shutting down): claimable again at once, with no
+        failure counted; the released attempt is fenced out like a lapsed one."""
+        args = check_release_claims(session_id, holder=holder, claims=claims, limits=self._limits)
+        return await self._db.write(lambda tx: claiming.release_claims(tx, args), idempotent=True)
+
+    # -- outcomes of attempts --------------------------------------------------------------
+
+    async def complete_attempt(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        lane: str | None,
+        index: int,
+        attempt: int,
+        events: Sequence[NewEvent] = (),
+        consumers: Sequence[Consumer] | None = None,
+    ) -> CompleteResult:
+        completion = Completion(session_id, consumer, lane, index, attempt, events, consumers)
+        return (await self.complete_attempts([completion]))[0]
+
+    async def complete_attempts(self, completions: Sequence[Completion]) -> list[CompleteResult]:
+        """Judges each completion like ``complete_attempt``, all in one transaction: one
+        round trip when every completion is fresh and returns nothing, else two (see
+        ``completions``). Any error leaves nothing written."""
+        items = []
+        for args in check_complete_attempts(completions, limits=self._limits):
+            wake = await self._registry.wake_set(args.completion.consumers)
+            refuse_log_targets(args.events, wake)
+            items.append(outcomes.Item(args, wake))
+        if not items:
+            return []
+        if outcomes.fits_fast_path(items):
+            try:
+                return await self._db.write(
+                    lambda tx: outcomes.complete_fenced(tx, items), idempotent=True
+                )
+            except pg.InvalidTextRepresentation as exc:
+                if not outcomes.missed_fence(exc):
+                    raise
+        return await self._db.write(lambda tx: outcomes.complete_judged(tx, items), idempotent=True)
+
+    async def fail_attempt(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        lane: str | None,
+        index: int,
+        attempt: int,
+        error: str,
+        max_failures: int,
+        retry_after: float | None = None,
+    ) -> FailResult:
+        """Records a failure; ``retry_after`` holds the head back meanwhile. Repeating the
+        same call answers as the first did."""
+        args = check_fail_attempt(
+            session_id,
+            consumer=consumer,
+            lane=lane,
+            index=index,
+            attempt=attempt,
+            error=error,
+            max_failures=max_failures,
+            retry_after=retry_after,
+            limits=self._limits,
+        )
+        return await self._db.write(lambda tx: outcomes.fail_attempt(tx, args), idempotent=True)
+
+    async def dead_letters(self, session_id: str) -> list[Head]:
+        sid = check_session(session_id, limits=self._limits)
+        return await outcomes.dead_letters(self._db, sid)
+
+    async def redrive(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        index: int,
+        action: RedriveAction,
+        consumers: Sequence[Consumer] | None = None,
+    ) -> RedriveResult:
+        """Retries or skips a dead-lettered head (False when there is none above the clear)."""
+        args = check_redrive(
+            session_id,
+            consumer=consumer,
+            index=index,
+            action=action,
+            consumers=consumers,
+            limits=self._limits,
+        )
+        wake = await self._registry.wake_set(args.consumers)
+        return await self._db.write(lambda tx: outcomes.redrive(tx, args, wake), idempotent=False)
+
+    # -- state snapshots -------------------------------------------------------------------
+
+    async def read_state(
+        self, session_id: str, reducer: str, *, through: int | None = None
+    ) -> StateRead:
+        args = check_read_state(session_id, reducer, through=through, limits=self._limits)
+        return await snapshots.read_state(self._db, args)
+
+    async def put_snapshots(
+        self, session_id: str, reducer: str, writes: Sequence[SnapshotWrite]
+    ) -> None:
+        args = check_put_snapshots(session_id, reducer, writes, limits=self._limits)
+        if args.writes:
+            await self._db.write(lambda tx: snapshots.put_snapshots(tx, args), idempotent=True)
 
     # -- clear and reclaim -----------------------------------------------------------------
 
@@ -307,71 +444,17 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
         if_last_index: int | None = None,
         cause: AttemptRef | None = None,
     ) -> ClearResult:
-        """Appends the ``a2.cleared`` marker (stored without a cause) and hides what is below:
-        log cursors restart at the marker, other heads and every pin are dropped."""
-        check.check_session_id(session_id, self._limits)
-        if_last_index = check.check_optional_bound(if_last_index, "if_last_index")
-        if cause is not None:
-            check.check_attempt_ref(cause, "clear cause", self._limits)
-        keys = columns("session_ids", "consumers", "keys")
-        if cause is not None:
-            push(keys, session_id, cause.consumer, codec.cursor_key(cause.lane, cause.index))
-        marker_params = {"session_id": session_id}
-
-        async def body(conn: Conn, committed: Committed) -> Finish[ClearResult]:
-            locked = await self._lock(conn, [session_id])
-            fences = await execute(conn, query("select_cursors"), keys) if cause else None
-            sessions, now = await locked.result()
-            session = sessions.get(session_id) or SessionHead(session_id, 0, 0)
-            if cause is not None:
-                assert fences is not None
-                rows = {(r["consumer"], r["cursor_key"]): r for r in await fences.fetchall()}
-                fence(session_id, session, rows, cause)
-            if if_last_index is not None and session.clear_index == if_last_index + 1:
-                return finished(ClearResult(True, session.head, session.clear_index))
-            if if_last_index is not None and session.head != if_last_index:
-                return finished(ClearResult(False, session.head, session.clear_index))
-            if session_id not in sessions:
-                # First write of this session: create its row, then judge again under it.
-                sessions, _ = await (await self._lock(conn, [session_id], ensure=True)).result()
-                if sessions[session_id].head != session.head:
-                    raise SerializationFailure("session created concurrently; retry the clear")
-            plan = self._plan(now, sessions)
-            (marker,) = plan.add_batch(session_id, [_CLEAR_MARKER], wake=())
-            committed.plan = plan
-            await plan.apply(conn, channel=self._channel, notify=False)
-            params = {**marker_params, "marker": marker.index}
-            for name in ("mark_cleared", "restart_log_cursors", "park_cursors", "drop_pins"):
-                await execute(conn, query(name), params)
-            return finished(ClearResult(True, marker.index, marker.index))
-
+        args = check_clear(
+            session_id, if_last_index=if_last_index, cause=cause, limits=self._limits
+        )
         # A clear with if_last_index is idempotent; without, a retry would clear again.
-        return await self._write(body, idempotent=if_last_index is not None)
+        return await self._db.write(
+            lambda tx: clear.clear(tx, args), idempotent=args.if_last_index is not None
+        )
 
     async def reclaim(self, session_id: str) -> ReclaimResult:
-        """Deletes up to ``RECLAIM_BATCH`` events below the clear marker; once none remain,
-        the dead cursors, snapshots, history and pins below it go too."""
-        check.check_session_id(session_id, self._limits)
-
-        async def body(conn: Conn, committed: Committed) -> Finish[ReclaimResult]:
-            sessions, _ = await (await self._lock(conn, [session_id])).result()
-            session = sessions.get(session_id)
-            if session is None or session.clear_index <= 1:
-                return finished(ReclaimResult(0, True))
-            params = {
-                "session_id": session_id,
-                "clear_index": session.clear_index,
-                "batch": RECLAIM_BATCH,
-            }
-            batch = await execute(conn, query("reclaim_batch"), params)
-            row = await batch.fetchone()
-            assert row is not None
-            done = bool(row["done"])
-            if done:
-                await execute(conn, query("reclaim_finish"), params)
-            return finished(ReclaimResult(int(row["deleted"]), done))
-
-        return await self._write(body, idempotent=True)
+        sid = check_session(session_id, limits=self._limits)
+        return await self._db.write(lambda tx: clear.reclaim(tx, sid), idempotent=True)
 
     # -- live feeds ------------------------------------------------------------------------
 
@@ -383,66 +466,32 @@ class PostgresStore(AttemptsMixin, SnapshotsMixin):
         so events committed before a clear it has not caught up with still come, then
         the marker (unless reclaim deleted them first).
         """
-        check.check_session_id(session_id, self._limits)
-        start = check.check_optional_bound(after, "after") or 0
+        args = check_stream(session_id, after=after, limits=self._limits)
         started = False
 
         async def read_after(last: int) -> list[StoredEvent]:
             nonlocal started
-            batch = await self._stream_batch(session_id, last, visible=not started)
+            batch = await log.stream_batch(self._db, args.session_id, last, visible=not started)
             started = True
             return batch
 
-        return self._listener.stream(session_id, start, read_after)
+        return self._listener.stream(args.session_id, args.after, read_after)
 
     def wakeups(self) -> Wakeups:
         """Session ids where claimable work may have appeared (None when unknown): from
         NOTIFY, this store's own writes, and a poll every ``poll_interval``."""
         return self._listener.wakeups()
 
-    # -- registry and listings -------------------------------------------------------------
+    # -- consumer registry -----------------------------------------------------------------
 
     async def register_consumers(self, consumers: Sequence[Consumer]) -> None:
         """Stores each log consumer's spec (targeted ones are ignored). Cursors take a new
         spec's types at their session's next write naming no consumers."""
-        checked = check.check_consumers(consumers, self._limits) or []
-        logs = [consumer for consumer in checked if consumer.log is not None]
-        if not logs:
-            return
-        table = columns("names", "lanes", "types", "backfills")
-        for consumer in logs:
-            assert consumer.log is not None
-            log = consumer.log
-            push(table, consumer.name, log.lane, codec.types_json(log.types), log.backfill)
-        self._forget_registry()
-        await self._read("register_consumers", {**table, "now": self._now_param()}, idempotent=True)
-        self._forget_registry()
+        await self._registry.register(check_register_consumers(consumers, limits=self._limits))
 
     async def unregister_consumers(self, names: Sequence[str]) -> None:
         """Stops waking these consumers; their cursors stay."""
-        if isinstance(names, str) or not isinstance(names, Sequence):
-            raise invalid("names must be a sequence of consumer names")
-        checked = [check.check_name(name, "consumer name", self._limits) for name in names]
-        self._forget_registry()
-        await self._read("unregister_consumers", {"names": checked}, idempotent=True)
-        self._forget_registry()
+        await self._registry.unregister(check_unregister_consumers(names, limits=self._limits))
 
     async def registered_consumers(self) -> list[Consumer]:
-        rows = await self._read("registered_consumers", {})
-        return [codec.consumer(row) for row in rows]
-
-    async def sessions(self, *, after: str | None = None, limit: int = 100) -> list[SessionInfo]:
-        if after is not None:
-            check.check_session_id(after, self._limits)
-        check.check_positive_count(limit, "limit")
-        rows = await self._read("sessions_page", {"after": after or "", "limit": limit})
-        return [
-            SessionInfo(
-                row["session_id"],
-                int(row["head"]),
-                int(row["clear_index"]),
-                int(row["pending"]),
-                int(row["dead_letters"]),
-            )
-            for row in rows
-        ]
+        return await self._registry.registered()

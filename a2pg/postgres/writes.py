@@ -13,14 +13,14 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, dict_row
 
+from ..contract.values import CheckedEvent
 from ..ids import IdGenerator
 from ..models import Cause, Consumer, StoredEvent
-from ..validation import CheckedEvent
 from . import codec
 from .queries import query
 
@@ -217,21 +217,21 @@ class WritePlan:
         sessions notified, or None when nothing can have become claimable.
         """
         now = self.now
-        steps: list[tuple[str, Columns, dict[str, Any]]] = [
-            ("free_stale_ids", self._reused_ids(), {}),
-            ("insert_events", self.events, {"now": now}),
-            ("insert_event_cursors", self.event_cursors, {"now": now}),
-            ("insert_lane_events", self.lane_events, {}),
-            ("queue_lane_heads", self._lane_heads(), {"now": now}),
-            ("refresh_log_types", self._refreshes(), {}),
-            ("wake_log_cursors", self._wakes(), {"now": now}),
-            ("finish_lane_events", self.lane_finishes, {}),
-            ("advance_cursors", self.advances, {"now": now}),
-            ("release_pins", self.releases, {}),
+        steps: list[tuple[LiteralString, Columns, dict[str, Any]]] = [
+            (query("free_stale_ids"), self._reused_ids(), {}),
+            (query("insert_events"), self.events, {"now": now}),
+            (query("insert_event_cursors"), self.event_cursors, {"now": now}),
+            (query("insert_lane_events"), self.lane_events, {}),
+            (query("queue_lane_heads"), self._lane_heads(), {"now": now}),
+            (query("refresh_log_types"), self._refreshes(), {}),
+            (query("wake_log_cursors"), self._wakes(), {"now": now}),
+            (query("finish_lane_events"), self.lane_finishes, {}),
+            (query("advance_cursors"), self.advances, {"now": now}),
+            (query("release_pins"), self.releases, {}),
         ]
-        for name, table, extra in steps:
+        for statement, table, extra in steps:
             if next(iter(table.values())):
-                await conn.execute(query(name), {**table, **extra})
+                await conn.execute(statement, {**table, **extra})
         if self.moved_heads:
             heads = columns("session_ids", "heads")
             for session_id in sorted(self.moved_heads):

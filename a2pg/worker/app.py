@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
+from ..contract.values import check_consumers
 from ..models import Consumer, Head, LogSpec, NewEvent
-from ..validation import check_consumers
 
 HandlerResult: TypeAlias = Sequence[NewEvent] | None
 AsyncHandler: TypeAlias = Callable[[Head], Awaitable[HandlerResult]]

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..backoff import Backoff
+from ..contract.limits import DEFAULT_LIMITS
 from ..errors import A2Error
 from ..models import Completed, Completion, Head, NewEvent, Superseded
 from ..store import Store
-from ..validation import DEFAULT_LIMITS
 from .app import App, Registration, completion_events
 from .batch import CompletionBatcher, PendingCompletion
 

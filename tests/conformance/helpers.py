@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -34,6 +34,8 @@ from a2pg import (
 from a2pg.models import Cause, ClaimResult
 from a2pg.store import Store
 
+from ..backends import MakeStore as MakeStore
+
 HOLDER = "worker-1"
 OTHER_HOLDER = "worker-2"
 TTL = 30.0
@@ -42,9 +44,6 @@ TIMEOUT = 10.0
 """Guard for anything awaited on live delivery: a broken stream fails instead of hanging."""
 
 T = TypeVar("T")
-
-MakeStore = Callable[[], Awaitable[Store]]
-"""Opens another store on the same storage (the same instance for memory)."""
 
 
 def ev(

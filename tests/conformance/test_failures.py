@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from a2pg import Dispatch, FailResult
+from a2pg.contract import DEFAULT_LIMITS
 from a2pg.ids import FakeClock
 from a2pg.store import Store
-from a2pg.validation import DEFAULT_LIMITS
 
 from .helpers import (
     TTL,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from a2pg import AttemptRef, Completion, NewEvent, SnapshotWrite, Target
+from a2pg.contract import DEFAULT_LIMITS
 from a2pg.store import Store
-from a2pg.validation import DEFAULT_LIMITS
 
 from .helpers import HOLDER, TTL, close, ev, log_consumer, next_within
 from .invalid_support import LONG, prepare, refused

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from a2pg import AttemptRef, ClaimRef, Dispatch, ReleaseResult, Superseded, Target
+from a2pg.contract import DEFAULT_LIMITS
 from a2pg.ids import FakeClock
 from a2pg.store import Store
-from a2pg.validation import DEFAULT_LIMITS
 
 from .helpers import (
     HOLDER,

@@ -22,7 +22,7 @@ async def test_wakeups_hear_work_signalled_before_the_first_read(store: MemorySt
     await store.append("c", [job()])
     got = [await asyncio.wait_for(anext(wakeups), TIMEOUT) for _ in range(2)]
     assert got == ["a", "c"]
-    await wakeups.aclose()  # type: ignore[attr-defined]
+    await wakeups.aclose()
     assert [s async for s in wakeups] == []
 
 

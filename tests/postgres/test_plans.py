@@ -20,7 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 
 from a2pg.models import Consumer, LogSpec, NewEvent, StoredEvent
-from a2pg.postgres import PostgresStore, attempts, base, queries
+from a2pg.postgres import PostgresStore, database, log, queries
 from a2pg.testing import DatabaseTemplate, drop_database
 
 pytestmark = [pytest.mark.postgres]
@@ -148,7 +148,7 @@ class PlanSpy:
         return [e for e in self.seen if e.name == name]
 
 
-_real_execute = base.execute
+_real_execute = database.execute
 
 
 def claim_limits(text: str) -> list[str]:
@@ -174,8 +174,7 @@ def loaded_dsn(postgres_template: DatabaseTemplate) -> Iterator[str]:
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> PlanSpy:
     watcher = PlanSpy()
-    for module in (base, attempts):
-        monkeypatch.setattr(module, "execute", watcher.execute)
+    monkeypatch.setattr(database, "execute", watcher.execute)
     return watcher
 
 
@@ -317,6 +316,6 @@ async def test_stream_catch_up_and_live_reads_use_the_events_index(
     assert live == appended.events[0]
     reads = spy.of("read_events")
     assert [r.params["visible"] for r in reads[:2]] == [True, False]
-    assert {r.params["limit"] for r in reads} == {base.STREAM_BATCH}
+    assert {r.params["limit"] for r in reads} == {log.STREAM_BATCH}
     for read in reads:
         assert_indexed(read, "a2_events")

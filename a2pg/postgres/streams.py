@@ -1,4 +1,4 @@
-"""The LISTEN connection, and the streams and wakeups it (and a periodic poll) feeds.
+"""Streams and wakeups on PostgreSQL: the LISTEN connection and the poll that feed them.
 
 One dedicated connection per store (not from the pool) listens on the schema's
 channel. A notification carries only ``{"session_id", "head"}``: streams read the
@@ -32,7 +32,7 @@ from ..wakeups import Wakeups
 from .errors import connection_lost
 from .queries import query
 
-log = logging.getLogger("a2pg.postgres.listen")
+log = logging.getLogger("a2pg.postgres.streams")
 
 READY_POLL_LIMIT = 1000
 """Oldest ready heads a wakeups poll looks at (their sessions are announced)."""
@@ -43,8 +43,17 @@ PING_PREFIX = "ping "
 POLL_TIMEOUT_FACTOR = 5
 """A poll slower than this many poll intervals (at least 5s) counts as a dead connection."""
 
+CHANNEL_PREFIX = "a2pg_"
+MAX_CHANNEL_BYTES = 63
+
 Connect = Callable[[], Awaitable[AsyncConnection[Any]]]
 ReadAfter = Callable[[int], Awaitable[list[StoredEvent]]]
+
+
+def channel_name(schema: str) -> str:
+    """The NOTIFY channel of a schema: ``a2pg_<schema>``, cut to PostgreSQL's 63 bytes."""
+    raw = (CHANNEL_PREFIX + schema).encode()[:MAX_CHANNEL_BYTES]
+    return raw.decode(errors="ignore")
 
 
 class Listener:

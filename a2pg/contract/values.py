@@ -1,4 +1,5 @@
-"""Input checks shared by every backend: bad input fails alike, before anything is written."""
+"""Checks of single values (texts, names, numbers, JSON, events) that the argument checks of
+every operation are built from."""
 
 from __future__ import annotations
 
@@ -8,38 +9,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from .errors import A2Error, invalid
-from .models import (
+from ..errors import A2Error, invalid
+from ..models import (
     CLEAR_EVENT_TYPE,
     JSON,
     AttemptRef,
     ClaimRef,
-    Completion,
     Consumer,
     LogSpec,
     NewEvent,
-    SnapshotWrite,
     Target,
 )
+from .limits import DEFAULT_LIMITS, Limits
 
 REDRIVE_ACTIONS = ("retry", "skip")
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Size limits every backend enforces; each error names the field it hit."""
-
-    max_session_id_length: int = 256
-    max_id_length: int = 256
-    max_type_length: int = 256
-    max_name_length: int = 256
-    max_payload_bytes: int = 1_048_576
-    max_batch_events: int = 1_000
-    max_error_length: int = 8_192
-    max_json_depth: int = 256
-
-
-DEFAULT_LIMITS = Limits()
 
 
 def _over(what: str, size: int, setting: str, limit: int) -> A2Error:
@@ -201,14 +184,13 @@ def check_claim_ref(ref: object, what: str, limits: Limits = DEFAULT_LIMITS) -> 
     return ref
 
 
-def check_consumers(
-    consumers: Sequence[Consumer] | None, limits: Limits = DEFAULT_LIMITS
-) -> Sequence[Consumer] | None:
+def check_consumers(consumers: object, limits: Limits = DEFAULT_LIMITS) -> list[Consumer] | None:
+    """A list of distinct consumers with valid specs, or None (serve every consumer)."""
     if consumers is None:
         return None
-    if isinstance(consumers, str | bytes) or not isinstance(consumers, Iterable):
+    if isinstance(consumers, str | bytes | Mapping) or not isinstance(consumers, Iterable):
         raise invalid("consumers must be a sequence of Consumer")
-    consumers = list(consumers)
+    checked: list[Consumer] = []
     seen: set[str] = set()
     for consumer in consumers:
         if not isinstance(consumer, Consumer):
@@ -219,7 +201,8 @@ def check_consumers(
         seen.add(consumer.name)
         if consumer.log is not None:
             check_log_spec(consumer.log, limits)
-    return consumers
+        checked.append(consumer)
+    return checked
 
 
 def check_log_spec(log: object, limits: Limits = DEFAULT_LIMITS) -> LogSpec:
@@ -257,10 +240,9 @@ def check_events(
     events: object,
     limits: Limits = DEFAULT_LIMITS,
     *,
-    log_consumers: frozenset[str] = frozenset(),
     need_ids: bool = False,
 ) -> list[CheckedEvent]:
-    """Checks a batch to append; ``log_consumers`` are names no target may use."""
+    """Checks a batch to append (``need_ids``: every event needs an id)."""
     if isinstance(events, str | bytes | Mapping) or not isinstance(events, Iterable):
         raise invalid("events must be a sequence of NewEvent")
     batch = list(events)
@@ -295,11 +277,6 @@ def check_events(
                 raise invalid(f"event targets must hold Target, not {type(target).__name__}")
             check_name(target.consumer, "target consumer name", limits)
             check_lane(target.lane, limits)
-            if target.consumer in log_consumers:
-                raise invalid(
-                    f"event targets log consumer '{target.consumer}': a consumer is either "
-                    "targeted or a log consumer, never both"
-                )
         checked.append(CheckedEvent(event, check_payload(event.payload, limits)))
     return checked
 
@@ -321,122 +298,5 @@ def check_redrive_action(action: object) -> str:
     return action
 
 
-def check_snapshot_writes(writes: object, limits: Limits = DEFAULT_LIMITS) -> list[SnapshotWrite]:
-    if isinstance(writes, str | bytes) or not isinstance(writes, Iterable):
-        raise invalid("writes must be a sequence of SnapshotWrite")
-    checked = list(writes)
-    for write in checked:
-        if not isinstance(write, SnapshotWrite):
-            raise invalid(f"writes must hold SnapshotWrite, not {type(write).__name__}")
-        check_index(write.index, "snapshot index")
-        check_json(write.state, "snapshot state", limits)
-        for pin in write.pins:
-            check_claim_ref(pin, "snapshot pin", limits)
-    return checked
-
-
-def check_completion(completion: object, limits: Limits = DEFAULT_LIMITS) -> Completion:
-    if not isinstance(completion, Completion):
-        raise invalid(f"completions must hold Completion, not {type(completion).__name__}")
-    check_session_id(completion.session_id, limits)
-    check_name(completion.consumer, "consumer name", limits)
-    check_lane(completion.lane, limits)
-    check_index(completion.index)
-    check_index(completion.attempt, "attempt")
-    check_consumers(completion.consumers, limits)
-    return completion
-
-
 def check_holder(holder: object, limits: Limits = DEFAULT_LIMITS) -> str:
     return check_name(holder, "claim holder", limits)
-
-
-def same_json(a: JSON, b: JSON) -> bool:
-    """Whether two JSON values mean the same: key order ignored, ``True`` is not ``1``,
-    and ``1 == 1.0`` as in JSON numbers; used by idempotent replays."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
-    return type(a) is type(b) and bool(a == b)
-
-
-@dataclass(frozen=True, slots=True)
-class PresenceWrite:
-    """A checked ``presence.write``: each field's value and ``seen`` encoded as JSON text."""
-
-    values: dict[str, str]
-    seen_json: str
-    at: datetime
-    ttl: float
-
-
-def check_presence_write(
-    ns: object,
-    participant: object,
-    values: object,
-    *,
-    at: object,
-    seen: JSON,
-    ttl: object,
-    limits: Limits = DEFAULT_LIMITS,
-) -> PresenceWrite:
-    check_name(ns, "presence namespace", limits)
-    check_name(participant, "presence participant", limits)
-    if not isinstance(values, Mapping):
-        raise invalid(f"presence values must be a mapping, not {type(values).__name__}")
-    encoded = {
-        check_name(field, "presence field", limits): check_json(value, "presence value", limits)
-        for field, value in values.items()
-    }
-    seen_json = check_json(seen, "presence seen", limits)
-    return PresenceWrite(
-        encoded,
-        seen_json,
-        check_datetime(at, "presence at"),
-        check_seconds(ttl, "presence ttl"),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ReadArgs:
-    """Checked ``read`` arguments; ``types`` de-duplicated in the order given."""
-
-    after: int
-    through: int | None
-    types: tuple[str, ...] | None
-    limit: int | None
-
-
-def check_read(
-    session_id: object,
-    *,
-    after: object,
-    through: object,
-    types: object,
-    limit: object,
-    limits: Limits = DEFAULT_LIMITS,
-) -> ReadArgs:
-    check_session_id(session_id, limits)
-    checked_types: tuple[str, ...] | None = None
-    if types is not None:
-        if isinstance(types, str | bytes) or not isinstance(types, Sequence):
-            raise invalid("types must be a sequence of event types")
-        checked_types = tuple(
-            dict.fromkeys(
-                check_text(
-                    t, "event type", max_length=limits.max_type_length, setting="max_type_length"
-                )
-                for t in types
-            )
-        )
-    return ReadArgs(
-        check_optional_bound(after, "after") or 0,
-        check_optional_bound(through, "through"),
-        checked_types,
-        check_optional_bound(limit, "limit"),
-    )

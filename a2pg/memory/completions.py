@@ -1,0 +1,171 @@
+"""Outcomes of attempts in memory: complete, fail, redrive, and the dead letters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from ..contract.args import CompletionArgs, FailArgs, RedriveArgs
+from ..contract.rules import (
+    CompletedAttempt,
+    attempt_is_live,
+    claim_order,
+    judge_completion,
+    judge_failure,
+    refuse_log_targets,
+    refuse_mismatched_retry,
+    refuse_repeated_ids,
+    refuse_taken_ids,
+    replay,
+)
+from ..models import (
+    Completed,
+    CompleteResult,
+    Consumer,
+    FailResult,
+    Head,
+    RedriveResult,
+    Superseded,
+)
+from .cursors import advance, dead_letter, has_pending, refresh_types
+from .log import insert
+from .state import Sessions, SessionState, cursor_key
+
+Woken = tuple[CompletionArgs, Sequence[Consumer]]
+"""A checked completion and the log consumers its returned events wake."""
+
+
+def complete_all(
+    sessions: Sessions, batch: Sequence[Woken], *, now: datetime, new_id: Callable[[], str]
+) -> list[CompleteResult]:
+    """Judges each completion in order, all or nothing.
+
+    For a batch, the touched sessions are copied before the first completion runs; if
+    any completion raises, the copies are put back, so nothing of the batch remains.
+    """
+    for args, wake in batch:
+        refuse_log_targets(args.events, wake)
+    copies = _copies(sessions, [args.completion.session_id for args, _ in batch])
+    try:
+        return [_complete(sessions, args, wake, now, new_id) for args, wake in batch]
+    except BaseException:
+        sessions.restore(copies)
+        raise
+
+
+def _copies(sessions: Sessions, touched: Sequence[str]) -> dict[str, SessionState]:
+    """Copies of the sessions a batch touches (a completion in a session that does not
+    exist raises before anything is written). A lone completion needs no copy: it
+    raises, if at all, before it writes anything."""
+    if len(touched) < 2:
+        return {}
+    found = [session for sid in set(touched) if (session := sessions.get(sid)) is not None]
+    return {session.session_id: session.copy() for session in found}
+
+
+def _live(session: SessionState | None, session_id: str, index: int) -> SessionState | None:
+    """The session an attempt at ``index`` is judged in: None when a clear superseded it."""
+    head, clear_index = (0, 0) if session is None else (session.head, session.clear_index)
+    live = attempt_is_live(index, head=head, clear_index=clear_index, session_id=session_id)
+    return session if live else None
+
+
+def _complete(
+    sessions: Sessions,
+    args: CompletionArgs,
+    wake: Sequence[Consumer],
+    now: datetime,
+    new_id: Callable[[], str],
+) -> CompleteResult:
+    cause, session_id = args.cause, args.completion.session_id
+    session = _live(sessions.get(session_id), session_id, cause.index)
+    if session is None:
+        return Superseded()
+    refuse_repeated_ids(args.ids, "returned event batch")
+    key = cursor_key(cause.consumer, cause.lane, cause.index)
+    cursor = session.cursors.get(key)
+    recorded = session.finished.get(key) if cursor is None else cursor.completions.get(cause.index)
+    verdict = judge_completion(None if cursor is None else cursor.view(), cause, recorded)
+    if verdict == "fresh" and cursor is not None:
+        refuse_taken_ids(any(session.owner_of(event_id) is not None for event_id in args.ids))
+        refresh_types(session, wake)
+        rows = insert(session, args.events, now=now, new_id=new_id, wake=wake, cause=cause)
+        advance(session, cursor, CompletedAttempt(cause.attempt, tuple(args.ids)), now)
+        return Completed([row.stored() for row in rows])
+    if verdict == "replay" and recorded is not None:
+        # The rows of a completed attempt sit above its index, so above the clear: live.
+        refuse_mismatched_retry(recorded, args.ids)
+        return Completed(replay(args.events, [session.by_id[i].stored() for i in args.ids]))
+    return Superseded()
+
+
+def fail(session: SessionState | None, args: FailArgs, *, now: datetime) -> FailResult:
+    """Records a failed attempt; ``retry_after`` holds the head back meanwhile."""
+    ref = args.attempt
+    session = _live(session, args.session_id, ref.index)
+    if session is None:
+        return FailResult("superseded", 0)
+    cursor = session.cursor_of(ref)
+    view = None if cursor is None else cursor.view()
+    result, record = judge_failure(view, ref, args.max_failures)
+    if not record or cursor is None:
+        return result
+    dead = result.outcome == "dead_lettered"
+    delay = None if dead else args.retry_after
+    retry_at = None if delay is None else now + timedelta(seconds=delay)
+    cursor.dispatch = replace(
+        cursor.dispatch,
+        failure_count=result.failure_count,
+        last_error=args.error,
+        last_failed_at=now,
+        last_failed_attempt=ref.attempt,
+        claim_holder=None,
+        claim_expires_at=retry_at,
+        failed_at=now if dead else None,
+    )
+    if dead:
+        dead_letter(session, cursor)
+    else:
+        session.set_ready(cursor, retry_at or now)
+        session.new_work = session.new_work or retry_at is None
+    return result
+
+
+def redrive(
+    session: SessionState | None, args: RedriveArgs, wake: Sequence[Consumer], *, now: datetime
+) -> RedriveResult:
+    """Retries or skips a dead-lettered head; not redriven when no such head is live."""
+    if session is None:
+        return RedriveResult(False, False)
+    cursor = next(
+        (
+            cursor
+            for cursor in session.cursors.values()
+            if cursor.consumer == args.consumer
+            and cursor.head == args.index
+            and cursor.dispatch.failed_at is not None
+        ),
+        None,
+    )
+    if cursor is None:
+        return RedriveResult(False, has_pending(session, args.consumers))
+    refresh_types(session, wake)
+    if args.action == "skip":
+        advance(session, cursor, CompletedAttempt(None, ()), now)
+    else:
+        cursor.dispatch = replace(cursor.dispatch, failed_at=None, failure_count=0)
+        session.set_ready(cursor, now)
+    session.new_work = True
+    return RedriveResult(True, has_pending(session, args.consumers))
+
+
+def dead_heads(session: SessionState | None) -> list[Head]:
+    if session is None:
+        return []
+    heads = [
+        session.head_of(cursor)
+        for cursor in session.cursors.values()
+        if cursor.head is not None and cursor.dispatch.failed_at is not None
+    ]
+    return sorted(heads, key=lambda head: claim_order(head.ref))

@@ -1,0 +1,173 @@
+"""Claims on PostgreSQL: claim a session's heads, claim across sessions, renew, release."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from psycopg import AsyncCursor
+from psycopg.rows import DictRow
+
+from ..contract.args import ClaimAnyArgs, ClaimArgs, HeldClaimsArgs
+from ..contract.rules import claim_order, claim_standing
+from ..models import (
+    AttemptRef,
+    Busy,
+    Claimed,
+    ClaimRef,
+    ClaimResult,
+    Consumer,
+    Head,
+    ReleaseResult,
+    RenewResult,
+    Settled,
+)
+from . import codec, queries
+from .database import MAX_INDEX, Database, Finish, Tx
+from .log import names_of
+from .writes import columns, push
+
+
+async def claim_available(tx: Tx, args: ClaimArgs, wake: Sequence[Consumer]) -> Finish[ClaimResult]:
+    """Claims every eligible head of the session in one round trip: session lock, type
+    refresh, the claim, and the Busy/Settled answer travel together."""
+    session_id = args.session_id
+    excluded = columns("ex_consumers", "ex_keys", "ex_idxs")
+    for ref in args.exclude:
+        push(excluded, ref.consumer, codec.cursor_key(ref.lane, ref.index), ref.index)
+    params: dict[str, Any] = {
+        "session_id": session_id,
+        "now": tx.now_param(),
+        "holder": args.holder,
+        "ttl": timedelta(seconds=args.ttl),
+        "max_failures": args.max_failures,
+        "through": None if args.through is None else min(args.through, MAX_INDEX),
+        "names": names_of(args.consumers),
+        **excluded,
+    }
+    locked = await tx.execute(tx.query("lock_sessions"), {"session_ids": [session_id]})
+    refresh = columns("session_ids", "consumers", "keys", "types")
+    for consumer in wake:
+        if consumer.log is not None:
+            key = codec.cursor_key(consumer.log.lane, 0)
+            push(refresh, session_id, consumer.name, key, codec.types_json(consumer.log.types))
+    if refresh["keys"]:
+        await tx.execute(tx.query("refresh_log_types"), refresh)
+    claimed = await tx.execute(tx.query("claim_session"), params)
+    busy = await tx.execute(tx.query("busy_until"), params)
+
+    async def finish() -> ClaimResult:
+        session = await locked.fetchone()
+        heads = [codec.head(row) for row in await claimed.fetchall()]
+        if session is None:
+            return Settled()
+        if heads:
+            return Claimed(heads, int(session["head"]))
+        row = await busy.fetchone()
+        retry_at = None if row is None else row["retry_at"]
+        return Settled() if retry_at is None else Busy(codec.utc(retry_at))
+
+    return finish
+
+
+async def claim_any(db: Database, args: ClaimAnyArgs) -> list[Head]:
+    """The oldest ready heads of every session: one autocommit statement, SKIP LOCKED.
+
+    Its LIMIT is a literal, one statement text per limit: a bound LIMIT would let a
+    generic plan (psycopg prepares a statement after a few runs) leave the ready_at
+    index for a scan of every ready head. No other parameter shapes the plan (the
+    ready_at bound comes from an InitPlan, unknown at planning even in a custom
+    plan), so the prepared, generic plan is the custom one; a test forces a generic
+    plan and checks the index range scan.
+    """
+    params = {
+        "now": db.now_param(),
+        "holder": args.holder,
+        "ttl": timedelta(seconds=args.ttl),
+        "max_failures": args.max_failures,
+        "names": names_of(args.consumers),
+    }
+    rows = await db.run(queries.claim_any(args.limit), params, idempotent=False)
+    return [codec.head(row) for row in rows]
+
+
+def _claim_columns(args: HeldClaimsArgs) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """The claims' cursors to read (by key) and the claims to write (by key and attempt)."""
+    keys = columns("session_ids", "consumers", "keys")
+    claims = columns("consumers", "keys", "idxs", "attempts")
+    for ref in args.claims:
+        key = codec.cursor_key(ref.lane, ref.index)
+        push(keys, args.session_id, ref.consumer, key)
+        push(claims, ref.consumer, key, ref.index, ref.attempt)
+    return keys, claims
+
+
+async def renew_claims(tx: Tx, args: HeldClaimsArgs) -> Finish[RenewResult]:
+    """Extends live claims of the holder (one round trip); heads that moved on, were
+    cleared or re-attempted are superseded; heads not reached yet are neither."""
+    keys, renew = _claim_columns(args)
+    locked = await tx.execute(tx.query("lock_sessions"), {"session_ids": [args.session_id]})
+    found = await tx.execute(tx.query("select_cursors"), keys)
+    params = {
+        "session_id": args.session_id,
+        "holder": args.holder,
+        "now": tx.now_param(),
+        "ttl": timedelta(seconds=args.ttl),
+        **renew,
+    }
+    extended = await tx.execute(tx.query("renew_claims"), params)
+
+    async def finish() -> RenewResult:
+        done, superseded = await _judged(args.claims, locked, found, extended)
+        return RenewResult(done, superseded)
+
+    return finish
+
+
+async def release_claims(tx: Tx, args: HeldClaimsArgs) -> Finish[ReleaseResult]:
+    """Hands claims of the holder back, lapsed or not, without a failure (one round trip);
+    judged like ``renew_claims``. Idempotent: a repeat finds nothing left to release."""
+    keys, release = _claim_columns(args)
+    params = {
+        "session_id": args.session_id,
+        "holder": args.holder,
+        "now": tx.now_param(),
+        "channel": tx.channel,
+        **release,
+    }
+    locked = await tx.execute(tx.query("lock_sessions"), {"session_ids": [args.session_id]})
+    released = await tx.execute(tx.query("release_claims"), params)
+    # Read after the release: the cursors as this transaction leaves them.
+    found = await tx.execute(tx.query("select_cursors"), keys)
+
+    async def finish() -> ReleaseResult:
+        done, superseded = await _judged(args.claims, locked, found, released)
+        if done:  # the statement notified other processes; this store hears it now
+            tx.work.add(args.session_id)
+        return ReleaseResult(done, superseded)
+
+    return finish
+
+
+async def _judged(
+    claims: Sequence[AttemptRef],
+    locked: AsyncCursor[DictRow],
+    found: AsyncCursor[DictRow],
+    written: AsyncCursor[DictRow],
+) -> tuple[list[ClaimRef], list[ClaimRef]]:
+    """Sorts each claim into done (the statement wrote its row), superseded or neither."""
+    session = await locked.fetchone()
+    clear_index = 0 if session is None else int(session["clear_index"])
+    cursors = {(r["consumer"], r["cursor_key"]): codec.cursor(r) for r in await found.fetchall()}
+    wrote = {(r["consumer"], r["cursor_key"], r["head"]) for r in await written.fetchall()}
+    done: list[ClaimRef] = []
+    superseded: list[ClaimRef] = []
+    for claim in sorted(claims, key=claim_order):
+        key = codec.cursor_key(claim.lane, claim.index)
+        standing = claim_standing(claim, cursors.get((claim.consumer, key)), clear_index)
+        if standing == "superseded":
+            superseded.append(claim.ref)
+        elif standing == "current" and (claim.consumer, key, claim.index) in wrote:
+            done.append(claim.ref)
+    return done, superseded

@@ -1,0 +1,243 @@
+"""PostgresStore's plumbing: the pool, autocommit statements, pipelined write transactions.
+
+Every operation of the store is either one named statement on an autocommit
+connection (``Database.run``) or one short write transaction (``Database.write``)
+whose body gets an explicit ``Tx``: the connection, the clock, the NOTIFY channel
+and what the transaction will announce once committed. The area modules (``log``,
+``claims``, ``completions``, ``snapshots``, ``clear``) are functions of a ``Tx``;
+none of them reads the store's attributes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, LiteralString, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection, AsyncCursor, sql
+from psycopg.pq import TransactionStatus
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from ..ids import Clock, IdGenerator
+from . import codec, queries
+from .errors import log, retrying
+from .writes import SessionHead, WritePlan
+
+T = TypeVar("T")
+
+Conn = AsyncConnection[Any]
+Params = dict[str, Any]
+Statement = LiteralString | bytes | sql.Composed
+Finish = Callable[[], Awaitable[T]]
+"""What a write transaction computes once committed (it may fetch queued results)."""
+
+MAX_INDEX = 2**63 - 1
+"""The largest index a bigint holds: the ``through`` of an unbounded read."""
+
+
+async def execute(
+    conn: Conn, statement: Statement, params: Params | None = None, *, prepare: bool | None = None
+) -> AsyncCursor[DictRow]:
+    """Runs one statement with dict rows (queued when the connection is pipelined)."""
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(statement, params, prepare=prepare)
+    return cur
+
+
+def finished(value: T) -> Finish[T]:
+    """A finisher for a value already known before the commit."""
+
+    async def finish() -> T:
+        return value
+
+    return finish
+
+
+async def rollback(conn: Conn) -> None:
+    """Ends a failed transaction so the connection goes back to the pool clean.
+
+    ``conn.rollback()``, not a ROLLBACK statement: psycopg then deallocates its
+    prepared statements at once (the server dropped those of the failed transaction);
+    after a ROLLBACK statement it would do so later, inside the next pipeline, after
+    statements it prepares there.
+    """
+    if conn.closed or conn.info.transaction_status == TransactionStatus.IDLE:
+        return
+    with contextlib.suppress(psycopg.Error):
+        await conn.rollback()
+
+
+@dataclass(frozen=True, slots=True)
+class Locked:
+    """Session locks queued on a pipelined transaction, and its clock reading."""
+
+    rows: AsyncCursor[DictRow]
+    clock: AsyncCursor[DictRow] | None
+    injected: Clock | None
+
+    async def result(self) -> tuple[dict[str, SessionHead], datetime]:
+        """The locked sessions (missing ones absent) and the transaction's time: the injected
+        clock's, or the server's read under the locks."""
+        rows = await self.rows.fetchall()
+        sessions = {
+            row["session_id"]: SessionHead(
+                row["session_id"], int(row["head"]), int(row["clear_index"])
+            )
+            for row in rows
+        }
+        if self.clock is None:
+            assert self.injected is not None
+            return sessions, self.injected()
+        row = await self.clock.fetchone()
+        assert row is not None
+        return sessions, codec.utc(row["now"])
+
+
+Announce = Callable[[Sequence[str], Sequence[str]], None]
+"""Tells this store's streams and wakeups what a commit did: ``(appended, work)`` sessions."""
+
+
+@dataclass(slots=True)
+class Tx:
+    """One pipelined write transaction: what an area function needs, and nothing else.
+
+    Statements queued with ``execute`` travel with the next fetch or the commit. The
+    function records what to announce after the commit in ``plan``, ``notify`` and
+    ``work``.
+    """
+
+    conn: Conn
+    channel: str
+    clock: Clock | None
+    new_id: IdGenerator
+    plan: WritePlan | None = None
+    notify: AsyncCursor[DictRow] | None = None
+    """The NOTIFY statement's cursor: its rows name the sessions notified."""
+    work: set[str] = field(default_factory=set)
+    """Sessions where this transaction made work claimable without a NOTIFY statement."""
+
+    def query(self, name: str) -> LiteralString:
+        return queries.query(name)
+
+    async def execute(
+        self, statement: Statement, params: Params | None = None
+    ) -> AsyncCursor[DictRow]:
+        return await execute(self.conn, statement, params)
+
+    def now_param(self) -> datetime | None:
+        """The injected clock's time, or None: SQL then takes the server's."""
+        return None if self.clock is None else self.clock()
+
+    async def lock(self, session_ids: Sequence[str], *, ensure: bool = False) -> Locked:
+        """Queues the session-row locks (creating the rows first when ``ensure``) and the
+        read of the server's clock; the caller queues its reads, then awaits ``result``."""
+        if ensure:
+            for session_id in session_ids:
+                params = {"session_id": session_id, "now": self.now_param()}
+                await self.execute(self.query("ensure_session"), params)
+        locked = await self.execute(
+            self.query("lock_sessions"), {"session_ids": sorted(set(session_ids))}
+        )
+        clock = None if self.clock is not None else await self.execute(self.query("server_now"))
+        return Locked(locked, clock, self.clock)
+
+    def new_plan(self, now: datetime, sessions: dict[str, SessionHead]) -> WritePlan:
+        return WritePlan(now=now, new_id=self.new_id, sessions=sessions)
+
+    async def apply(self, plan: WritePlan, *, notify: bool = True) -> None:
+        """Queues the plan's writes and, unless ``notify`` is off, its NOTIFY."""
+        self.plan = plan
+        self.notify = await plan.apply(self.conn, channel=self.channel, notify=notify)
+
+
+class Database:
+    """Runs the store's statements and transactions on its pool, retrying transient failures."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        *,
+        channel: str,
+        clock: Clock | None,
+        new_id: IdGenerator,
+        announce: Announce,
+    ) -> None:
+        self.pool = pool
+        self.channel = channel
+        self.clock = clock
+        self._new_id = new_id
+        self._announce = announce
+        self._pool_check: asyncio.Task[None] | None = None
+
+    def query(self, name: str) -> LiteralString:
+        return queries.query(name)
+
+    def now_param(self) -> datetime | None:
+        """The injected clock's time, or None: SQL then takes the server's."""
+        return None if self.clock is None else self.clock()
+
+    async def run(
+        self, statement: Statement, params: Params, *, idempotent: bool = True
+    ) -> list[DictRow]:
+        """One statement on an autocommit connection (retried when transient); its rows."""
+
+        async def run() -> list[DictRow]:
+            async with self.pool.connection() as conn:
+                cur = await execute(conn, statement, params)
+                return await cur.fetchall() if cur.description is not None else []
+
+        return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
+
+    async def write(self, body: Callable[[Tx], Awaitable[Finish[T]]], *, idempotent: bool) -> T:
+        """Runs ``body`` in one pipelined transaction (retried when transient), then its
+        finisher, then announces what it committed to this store's streams and wakeups.
+
+        Statements ``body`` queues without fetching travel with the commit: a body that
+        fetches once (its reads) costs two round trips in all.
+        """
+
+        async def run() -> T:
+            async with self.pool.connection() as conn:
+                tx = Tx(conn, self.channel, self.clock, self._new_id)
+                try:
+                    # BEGIN and COMMIT are queued like any statement: psycopg's
+                    # transaction() would add round trips of its own in pipeline mode.
+                    async with conn.pipeline():
+                        await conn.execute("begin")
+                        finish = await body(tx)
+                        await conn.execute("commit")
+                except BaseException:
+                    await rollback(conn)
+                    raise
+                value = await finish()
+                notified = [] if tx.notify is None else await tx.notify.fetchall()
+            appended = () if tx.plan is None else sorted(tx.plan.appended)
+            self._announce(appended, [*tx.work, *(row["session_id"] for row in notified)])
+            return value
+
+        return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
+
+    def _check_pool_soon(self) -> None:
+        """After a lost connection (a server restart, a failover) the pool's other idle
+        connections are likely dead too: test them all now, in the background, so that
+        one operation fails instead of one per pooled connection."""
+        if self._pool_check is None or self._pool_check.done():
+            self._pool_check = asyncio.get_running_loop().create_task(
+                self._check_pool(), name="a2pg-pool-check"
+            )
+
+    async def _check_pool(self) -> None:
+        try:
+            await self.pool.check()
+        except Exception as exc:  # the server may still be down: the next failure retries
+            log.info("checking the pool's connections failed: %s", exc)
+
+    def close(self) -> None:
+        """Stops a pool check in progress (the pool itself belongs to whoever opened it)."""
+        if self._pool_check is not None:
+            self._pool_check.cancel()

@@ -1,0 +1,174 @@
+"""The session log on PostgreSQL: append, read, wake a log consumer, list cursors and sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from psycopg import AsyncCursor
+from psycopg.rows import DictRow
+
+from ..contract.args import AppendArgs, ReadArgs, SessionsArgs, WakeLogArgs
+from ..contract.rules import fence, is_replay, refuse_cleared_origin, refuse_non_log_cursor, replay
+from ..models import AppendResult, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
+from . import codec
+from .database import MAX_INDEX, Database, Finish, Tx, finished
+from .writes import columns, push
+
+STREAM_BATCH = 256
+"""Events a stream reads per look at the table."""
+
+
+def names_of(consumers: Sequence[Consumer] | None) -> list[str] | None:
+    """The served consumers as a SQL filter: None serves every consumer."""
+    return None if consumers is None else [consumer.name for consumer in consumers]
+
+
+def has_pending(session_id: str, consumers: Sequence[Consumer] | None) -> dict[str, object]:
+    """The parameters of ``has_pending`` for the consumers a call serves."""
+    return {"session_id": session_id, "names": names_of(consumers)}
+
+
+async def pending_flag(cur: AsyncCursor[DictRow]) -> bool:
+    row = await cur.fetchone()
+    return bool(row and row["has_pending"])
+
+
+async def append(tx: Tx, args: AppendArgs, wake: Sequence[Consumer]) -> Finish[AppendResult]:
+    """Appends a batch atomically in two round trips; a batch of only stored ids replays."""
+    session_id = args.session_id
+    supplied = args.supplied_ids
+    causes = [item.event.cause for item in args.events if item.event.cause is not None]
+    pending = has_pending(session_id, args.consumers)
+    locked = await tx.lock([session_id], ensure=True)
+    ids = {"session_ids": [session_id] * len(supplied), "event_ids": supplied}
+    owners = await tx.execute(tx.query("select_events_by_ids"), ids) if supplied else None
+    keys = columns("session_ids", "consumers", "keys")
+    for cause in causes:
+        push(keys, session_id, cause.consumer, codec.cursor_key(cause.lane, cause.index))
+    fences = await tx.execute(tx.query("select_cursors"), keys) if causes else None
+    sessions, now = await locked.result()
+    session = sessions[session_id]
+    stored = [] if owners is None else [codec.event(r) for r in await owners.fetchall()]
+    live = [event for event in stored if event.index >= session.clear_index]
+    if is_replay(len(live), len(args.events)):
+        replayed = replay(args.events, live)
+        flag = await tx.execute(tx.query("has_pending"), pending)
+        return _appended(replayed, flag)
+    refuse_cleared_origin(args.origin_index, session.clear_index, session_id)
+    rows = [] if fences is None else await fences.fetchall()
+    cursors = {(r["consumer"], r["cursor_key"]): codec.cursor(r) for r in rows}
+    for cause in causes:
+        cursor = cursors.get((cause.consumer, codec.cursor_key(cause.lane, cause.index)))
+        fence(cause, cursor, session.clear_index, session_id)
+    plan = tx.new_plan(now, sessions)
+    inserted = plan.add_batch(session_id, args.events, wake=wake)
+    await tx.apply(plan)
+    flag = await tx.execute(tx.query("has_pending"), pending)
+    return _appended(inserted, flag)
+
+
+def _appended(events: list[StoredEvent], pending: AsyncCursor[DictRow]) -> Finish[AppendResult]:
+    async def finish() -> AppendResult:
+        return AppendResult(events, await pending_flag(pending))
+
+    return finish
+
+
+async def wake_log(tx: Tx, args: WakeLogArgs) -> Finish[WakeLogResult]:
+    """Brings a log consumer's cursor up to date, creating it as an append would; a session
+    with nothing after its clear marker and no cursor gets an idle, unstored cursor."""
+    session_id, consumer, log = args.session_id, args.consumer, args.log
+    keys = {
+        "session_ids": [session_id],
+        "consumers": [consumer.name],
+        "keys": [codec.cursor_key(log.lane, 0)],
+    }
+    locked = await tx.lock([session_id])
+    found = await tx.execute(tx.query("select_cursors"), keys)
+    sessions, now = await locked.result()
+    row = await found.fetchone()
+    session = sessions.get(session_id)
+    if session is None or (row is None and session.head == session.clear_index):
+        marker = 0 if session is None else session.clear_index
+        idle = Cursor(consumer.name, log.lane, "log", marker, None)
+        return finished(WakeLogResult(idle, marker))
+    if row is not None:
+        refuse_non_log_cursor(row["kind"], consumer.name, log.lane)
+    plan = tx.new_plan(now, sessions)
+    plan.wake(session_id, consumer, session.clear_index if log.backfill else session.head)
+    await tx.apply(plan)
+    woken = await tx.execute(tx.query("select_cursors"), keys)
+
+    async def finish() -> WakeLogResult:
+        row = await woken.fetchone()
+        assert row is not None
+        return WakeLogResult(codec.cursor(row), session.head)
+
+    return finish
+
+
+async def read(db: Database, args: ReadArgs) -> list[StoredEvent]:
+    return await events_after(
+        db,
+        args.session_id,
+        after=args.after,
+        through=args.through,
+        types=None if args.types is None else list(args.types),
+        limit=args.limit,
+    )
+
+
+async def events_after(
+    db: Database,
+    session_id: str,
+    *,
+    after: int,
+    through: int | None = None,
+    types: Sequence[str] | None = None,
+    limit: int | None = None,
+    visible: bool = True,
+) -> list[StoredEvent]:
+    """Events after ``after`` in index order; ``visible`` hides those below the clear marker."""
+    rows = await db.run(
+        db.query("read_events"),
+        {
+            "session_id": session_id,
+            "visible": visible,
+            "after": min(after, MAX_INDEX),
+            "through": MAX_INDEX if through is None else min(through, MAX_INDEX),
+            "types": None if types is None else list(types),
+            "limit": None if limit is None else min(limit, MAX_INDEX),
+        },
+    )
+    return [codec.event(row) for row in rows]
+
+
+async def stream_batch(
+    db: Database, session_id: str, last: int, *, visible: bool
+) -> list[StoredEvent]:
+    return await events_after(db, session_id, after=last, limit=STREAM_BATCH, visible=visible)
+
+
+async def cursors(db: Database, session_id: str) -> list[Cursor]:
+    rows = await db.run(db.query("list_cursors"), {"session_id": session_id})
+    return [codec.cursor(row) for row in rows]
+
+
+async def sessions(db: Database, args: SessionsArgs) -> list[SessionInfo]:
+    rows = await db.run(db.query("sessions_page"), {"after": args.after or "", "limit": args.limit})
+    return [
+        SessionInfo(
+            row["session_id"],
+            int(row["head"]),
+            int(row["clear_index"]),
+            int(row["pending"]),
+            int(row["dead_letters"]),
+        )
+        for row in rows
+    ]
+
+
+async def pending_now(db: Database, session_id: str, consumers: Sequence[Consumer] | None) -> bool:
+    """``has_pending`` on its own (an append of nothing)."""
+    rows = await db.run(db.query("has_pending"), has_pending(session_id, consumers))
+    return bool(rows[0]["has_pending"])
