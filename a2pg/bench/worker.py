@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..models import Head
+from ..store import Store
 from ..worker.app import App
 
 DRAIN_CONSUMER = "bench-drain"
@@ -74,7 +75,7 @@ async def _serve(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> dict[str, 
     else:
         store = await PostgresStore.open(spec.dsn, schema=spec.schema)
     try:
-        served: Any = store if spec.listen else PollingOnly(store)
+        served: Store = store if spec.listen else PollingOnly(store)
         app = drain_app if spec.app == "drain" else ping_app
         worker = Worker(
             served,

@@ -11,9 +11,11 @@ import sys
 from typing import Any, TextIO
 
 from ..postgres.connect import check_reachable, open_store
-from ..worker import App
+from ..store import Store
+from ..worker import App, WorkerSettings
 from . import output as out
 from .common import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, describe_dsn, fail
+from .options import from_args
 
 
 def _schema(args: argparse.Namespace) -> str:
@@ -100,39 +102,35 @@ def load_app(spec: str) -> App:
     return target
 
 
-def worker_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``Worker`` keyword arguments from the command line; unset ones keep the defaults."""
+def worker_settings(args: argparse.Namespace) -> WorkerSettings:
+    """The worker's settings from the command line; a bad value is a usage error (exit 2)."""
     from ..backoff import Backoff
 
-    options: dict[str, Any] = {}
-    names = ("concurrency", "claim_batch", "ttl", "max_failures", "poll_interval", "holder")
-    for name in (*names, "shutdown_grace"):
-        value = getattr(args, name, None)
-        if value is not None:
-            options[name] = value
-    if args.retry_base is not None or args.retry_cap is not None:
-        default = Backoff()
-        base = args.retry_base if args.retry_base is not None else default.base
-        cap = args.retry_cap if args.retry_cap is not None else max(default.cap, base)
-        if cap < base:
-            fail(EXIT_USAGE, f"--retry-cap ({cap}) must be at least --retry-base ({base})")
-        options["backoff"] = Backoff(base=base, cap=cap)
-    return options
+    default = Backoff()
+    base = args.retry_base if args.retry_base is not None else default.base
+    cap = args.retry_cap if args.retry_cap is not None else max(default.cap, base)
+    if cap < base:
+        fail(EXIT_USAGE, f"--retry-cap ({cap}) must be at least --retry-base ({base})")
+    try:
+        backoff = Backoff(base=base, cap=cap)
+    except ValueError as exc:
+        fail(EXIT_USAGE, str(exc))
+    return from_args(WorkerSettings, args, backoff=backoff)
 
 
 async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     """Runs the app's consumers until SIGTERM or SIGINT, then drains and exits 0."""
     from ..worker import serve
 
+    settings = worker_settings(args)
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     app = load_app(args.app)
-    options = worker_options(args)
     async with open_store(args.dsn, args.schema) as store:
-        served: Any = store
+        served: Store = store
         if args.no_listen:
             from ..worker.polling import PollingOnly
 
@@ -141,6 +139,6 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
         logging.getLogger("a2pg.worker").info(
             "serving %s on %s%s", names, describe_dsn(args.dsn), " (polling only)" * args.no_listen
         )
-        stats = await serve(served, app, **options)
+        stats = await serve(served, app, settings=settings)
     logging.getLogger("a2pg.worker").info("stopped: %s", stats)
     return EXIT_OK

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any, TextIO
 
 from ..bench import BenchConfig, BenchFailed, run_bench
 from . import output as out
 from .common import EXIT_FAILED, EXIT_OK, fail
+from .options import from_args
 
 
 def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
@@ -38,9 +39,7 @@ def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
 
 
 async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
-    config = BenchConfig(
-        **{f.name: getattr(args, f.name) for f in fields(BenchConfig)},
-    )
+    config = from_args(BenchConfig, args)
     config = replace(config, sessions=min(config.sessions, config.events))
     try:
         if args.dsn is not None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 from typing import Any, TextIO
 
 from ..demo import DemoConfig, DemoFailed, DemoRun, run_demo
 from ..demo.progress import ProgressBar
 from . import output as out
 from .common import EXIT_FAILED, EXIT_OK, fail
+from .options import from_args
 
 
 def report(run: DemoRun, where: str) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def print_report(stdout: TextIO, data: dict[str, Any], run: DemoRun) -> None:
 
 
 async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
-    config = DemoConfig(**{f.name: getattr(args, f.name) for f in fields(DemoConfig)})
+    config = from_args(DemoConfig, args)
     bar = ProgressBar(config.units, sys.stderr, label="completions")
     try:
         if args.dsn is not None:

@@ -35,6 +35,7 @@ from .common import (
     resolve_schema,
     translate,
 )
+from .options import add_options, positive_float, positive_int
 
 Command = Callable[[argparse.Namespace, TextIO], Awaitable[int]]
 
@@ -67,22 +68,8 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
-    return value
-
-
 def _index(text: str) -> int:
-    return _positive_int(text)
+    return positive_int(text)
 
 
 def _connection_options(*, top: bool) -> argparse.ArgumentParser:
@@ -108,45 +95,27 @@ def _connection_options(*, top: bool) -> argparse.ArgumentParser:
     return options
 
 
-def _worker_defaults() -> dict[str, object]:
-    """The ``Worker`` constructor's defaults, so ``--help`` states them without copying them."""
-    import inspect
-
-    from ..backoff import Backoff
-    from ..worker.runtime import Worker
-
-    params = inspect.signature(Worker).parameters
-    defaults: dict[str, object] = {name: p.default for name, p in params.items()}
-    backoff = Backoff()
-    defaults.update(retry_base=backoff.base, retry_cap=backoff.cap)
-    return defaults
-
-
-WORKER_OPTIONS: tuple[tuple[str, Callable[[str], object], str], ...] = (
-    ("concurrency", _positive_int, "handlers running at once"),
-    ("claim_batch", _positive_int, "heads per claim; default: --concurrency"),
-    ("ttl", _positive_float, "lease seconds"),
-    ("max_failures", _positive_int, "failures before a head is dead-lettered"),
-    ("retry_base", _positive_float, "seconds before the first retry; doubles per failure"),
-    ("retry_cap", _positive_float, "longest wait before a retry, seconds"),
-    ("poll_interval", _positive_float, "seconds between polls when no notification comes"),
-    ("shutdown_grace", _positive_float, "seconds in-flight handlers get after SIGTERM"),
-)
-
-
 def _add_worker_options(worker: argparse.ArgumentParser) -> None:
-    defaults = _worker_defaults()
-    for name, kind, text in WORKER_OPTIONS:
-        default = defaults.get(name)
-        shown = f" (default: {default})" if default is not None else ""
-        worker.add_argument(
-            "--" + name.replace("_", "-"), type=kind, default=None, help=text + shown
-        )
+    """One option per ``WorkerSettings`` field; ``backoff`` as ``--retry-base/--retry-cap``."""
+    from ..backoff import Backoff
+    from ..worker.settings import WorkerSettings
+
+    add_options(worker, WorkerSettings, skip={"backoff"})
+    backoff = Backoff()
     worker.add_argument(
-        "--no-listen", action="store_true", help="poll only; do not LISTEN for notifications"
+        "--retry-base",
+        type=positive_float,
+        default=None,
+        help=f"seconds before the first retry; doubles per failure (default: {backoff.base})",
     )
     worker.add_argument(
-        "--holder", default=None, help="claim holder name; default: host:pid:random"
+        "--retry-cap",
+        type=positive_float,
+        default=None,
+        help=f"longest wait before a retry, seconds (default: {backoff.cap})",
+    )
+    worker.add_argument(
+        "--no-listen", action="store_true", help="poll only; do not LISTEN for notifications"
     )
     worker.add_argument(
         "--log-level",
@@ -155,38 +124,6 @@ def _add_worker_options(worker: argparse.ArgumentParser) -> None:
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="logging level",
     )
-
-
-DEMO_OPTIONS = {
-    "sessions": "chat sessions",
-    "turns": "user turns per session",
-    "workers": "worker processes",
-    "concurrency": "handlers per worker process",
-    "timeout": "give up after this many seconds",
-}
-
-BENCH_OPTIONS = {
-    "workers": "worker processes draining the backlog",
-    "runs": "repeats of each measurement",
-    "events": "events drained end to end per run",
-    "sessions": "sessions those events spread over",
-    "concurrency": "handlers per worker process",
-    "appends": "single-event appends per run",
-    "batches": "batched appends per run",
-    "batch_size": "events per batched append",
-    "latency_samples": "wake latency samples per run and mode",
-    "poll_interval": "worker poll interval of the polling-only latency run",
-}
-
-
-def _add_config_options(
-    parser: argparse.ArgumentParser, config: DemoConfig | BenchConfig, helps: dict[str, str]
-) -> None:
-    """One option per config field, its default and type taken from the config dataclass."""
-    for name, text in helps.items():
-        default = getattr(config, name)
-        kind = _positive_float if isinstance(default, float) else _positive_int
-        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,16 +160,16 @@ def build_parser() -> argparse.ArgumentParser:
         "run a realistic workload on worker processes and verify it",
         DEMO_DETAILS,
     )
-    _add_config_options(demo, DemoConfig(), DEMO_OPTIONS)
+    add_options(demo, DemoConfig)
 
     bench = command(
         "bench", "measure throughput and wake latency (medians of --runs)", BENCH_DETAILS
     )
-    _add_config_options(bench, BenchConfig(), BENCH_OPTIONS)
+    add_options(bench, BenchConfig)
 
     sessions = command("sessions", "list sessions: head, clear index, pending work, dead letters")
     sessions.add_argument("--after", default=None, help="list sessions after this id")
-    sessions.add_argument("--limit", type=_positive_int, default=100, help="at most this many")
+    sessions.add_argument("--limit", type=positive_int, default=100, help="at most this many")
 
     cursors = command("cursors", "list a session's cursors and what each is doing")
     cursors.add_argument("session", metavar="SESSION")
@@ -326,5 +263,3 @@ def _cli_error(exc: BaseException, dsn: str | None) -> CliError | None:
                 return found
         return None
     return translate(exc, dsn)
-
-

@@ -1,19 +1,19 @@
-"""The knobs of ``a2pg demo``; the CLI derives its options and defaults from them."""
+"""The knobs of ``a2pg demo``; the CLI derives its options, defaults and help from them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
 class DemoConfig:
     """Sized to finish in well under a minute on 2 cores, embedded PostgreSQL included."""
 
-    sessions: int = 200
-    turns: int = 4
-    workers: int = 4
-    concurrency: int = 16
-    timeout: float = 120.0
+    sessions: int = field(default=200, metadata={"help": "chat sessions"})
+    turns: int = field(default=4, metadata={"help": "user turns per session"})
+    workers: int = field(default=4, metadata={"help": "worker processes"})
+    concurrency: int = field(default=16, metadata={"help": "handlers per worker process"})
+    timeout: float = field(default=120.0, metadata={"help": "give up after this many seconds"})
 
     @property
     def units(self) -> int:

@@ -6,5 +6,15 @@ from ..backoff import Backoff
 from .app import App, Handler, HandlerResult
 from .attempt import WorkerStats
 from .runtime import Worker, serve
+from .settings import WorkerSettings
 
-__all__ = ["App", "Backoff", "Handler", "HandlerResult", "Worker", "WorkerStats", "serve"]
+__all__ = [
+    "App",
+    "Backoff",
+    "Handler",
+    "HandlerResult",
+    "Worker",
+    "WorkerSettings",
+    "WorkerStats",
+    "serve",
+]

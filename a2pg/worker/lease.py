@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ..models import ClaimRef
 from ..store import Store
 from .attempt import Attempt, AttemptRunner
+from .settings import WorkerSettings
 
 log = logging.getLogger("a2pg.worker")
 
@@ -20,27 +21,35 @@ PerSession = Callable[[str, list[Attempt]], Awaitable[None]]
 
 
 class LeaseRenewer:
-    """Extends the leases of in-flight attempts with one ``renew_claims`` per session, and
-    at shutdown hands claims back with one ``release_claims`` per session.
+    """Keeps a worker's in-flight attempts leased: each pass (every ``renew_interval`` seconds)
+    renews the leases that are due with one ``renew_claims`` per session; at shutdown it
+    hands claims back with one ``release_claims`` per session.
 
     What the store reports superseded (the head moved on, was cleared, or another
     attempt took over a lapsed lease) is handed to the runner, which cancels the
     handler or withdraws the queued completion.
     """
 
-    def __init__(self, store: Store, runner: AttemptRunner, *, holder: str, ttl: float) -> None:
+    def __init__(self, store: Store, runner: AttemptRunner, settings: WorkerSettings) -> None:
         self._store = store
         self._runner = runner
-        self._holder = holder
-        self._ttl = ttl
+        self._holder = settings.holder
+        self._ttl = settings.ttl
+        self._interval = settings.renew_interval
 
-    async def renew(self, attempts: Sequence[Attempt], now: float) -> int:
-        """Renews ``attempts`` (``now`` is the loop time of the pass); returns failed calls."""
+    async def renew_due(self, attempts: Iterable[Attempt], *, force: bool = False) -> int:
+        """Renews the leases among ``attempts`` that are due (all if forced): those claimed or
+        renewed half an interval ago or more; fresher ones wait for the next pass. Returns
+        how many calls failed."""
+        now = asyncio.get_running_loop().time()
+        due = [a for a in attempts if force or now - a.leased_at >= self._interval / 2]
+        if not due:
+            return 0
 
         async def renew(session_id: str, attempts: list[Attempt]) -> None:
             await self._renew_session(session_id, attempts, now)
 
-        return await _per_session(attempts, renew, "renewing leases")
+        return await _per_session(due, renew, "renewing leases")
 
     async def release(self, attempts: Sequence[Attempt], *, within: float) -> int:
         """Hands the claims of ``attempts`` (cut short or given up by a shutdown) back:

@@ -6,27 +6,21 @@ import asyncio
 import contextlib
 import heapq
 import logging
-import os
 import signal
-import socket
-import uuid
 from types import TracebackType
 from typing import Any
 
 from ..backoff import Backoff
 from ..models import Head
 from ..store import Store
+from ..wakeups import Subscription
 from .app import App
 from .attempt import Attempt, AttemptRunner, WorkerStats
 from .batch import CompletionBatcher
 from .lease import LeaseRenewer
+from .settings import WorkerSettings
 
 log = logging.getLogger("a2pg.worker")
-
-
-def default_holder() -> str:
-    """``host:pid:random``: unique per worker, and says where a lease came from."""
-    return f"{socket.gethostname()[:200]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Worker:
@@ -48,54 +42,21 @@ class Worker:
     Entry points: ``await run()`` (until ``stop()``), ``run_with_signals()`` (SIGTERM /
     SIGINT stop gracefully; a second signal forces), ``async with worker:`` (runs in
     the background for the block), ``run_until_idle()`` (tests, demos).
+
+    The knobs are ``settings`` (a ``WorkerSettings``), or its fields given as keywords
+    (``Worker(store, app, concurrency=20)``), not both; each reads as an attribute too.
     """
 
     def __init__(
-        self,
-        store: Store,
-        app: App,
-        *,
-        concurrency: int = 10,
-        claim_batch: int | None = None,
-        ttl: float = 30.0,
-        max_failures: int = 5,
-        backoff: Backoff | None = None,
-        flush_interval: float = 0.005,
-        flush_size: int | None = None,
-        poll_interval: float = 1.0,
-        holder: str | None = None,
-        shutdown_grace: float = 30.0,
-        renew_interval: float | None = None,
-        cleanup_timeout: float = 10.0,
+        self, store: Store, app: App, settings: WorkerSettings | None = None, **knobs: Any
     ) -> None:
         if len(app) == 0:
             raise ValueError("the app declares no consumers: nothing to work on")
-        _check_count(concurrency, "concurrency")
-        _check_count(max_failures, "max_failures")
-        for value, what in ((ttl, "ttl"), (flush_interval, "flush_interval")):
-            _check_seconds(value, what)
-        for value, what in ((poll_interval, "poll_interval"), (shutdown_grace, "shutdown_grace")):
-            _check_seconds(value, what)
+        if settings is not None and knobs:
+            raise TypeError("give Worker either settings or keyword settings, not both")
+        self.settings = settings if settings is not None else WorkerSettings(**knobs)
         self.store = store
         self.app = app
-        self.concurrency = concurrency
-        self.claim_batch = _check_count(
-            concurrency if claim_batch is None else claim_batch, "claim_batch"
-        )
-        self.ttl = ttl
-        self.max_failures = max_failures
-        self.backoff = backoff or Backoff()
-        self.poll_interval = poll_interval
-        self.holder = holder or default_holder()
-        self.shutdown_grace = shutdown_grace
-        self.renew_interval = _check_seconds(
-            ttl / 3 if renew_interval is None else renew_interval, "renew_interval"
-        )
-        self.cleanup_timeout = _check_seconds(cleanup_timeout, "cleanup_timeout")
-        self.flush_interval = flush_interval
-        self.flush_size = _check_count(
-            min(concurrency, 256) if flush_size is None else flush_size, "flush_size"
-        )
         self.stats = WorkerStats()
         self._consumers = app.consumers
         self._inflight: dict[tuple[object, ...], Attempt] = {}
@@ -113,17 +74,70 @@ class Worker:
         self._run_task: asyncio.Task[None] | None = None
         self._runner: AttemptRunner | None = None
         self._renewer: LeaseRenewer | None = None
+        self._wakeups: Subscription | None = None
+
+    # ------------------------------------------------------- knobs, from settings
+
+    @property
+    def concurrency(self) -> int:
+        return self.settings.concurrency
+
+    @property
+    def claim_batch(self) -> int:
+        return self.settings.claim_batch
+
+    @property
+    def ttl(self) -> float:
+        return self.settings.ttl
+
+    @property
+    def max_failures(self) -> int:
+        return self.settings.max_failures
+
+    @property
+    def backoff(self) -> Backoff:
+        return self.settings.backoff
+
+    @property
+    def flush_interval(self) -> float:
+        return self.settings.flush_interval
+
+    @property
+    def flush_size(self) -> int:
+        return self.settings.flush_size
+
+    @property
+    def poll_interval(self) -> float:
+        return self.settings.poll_interval
+
+    @property
+    def holder(self) -> str:
+        return self.settings.holder
+
+    @property
+    def shutdown_grace(self) -> float:
+        return self.settings.shutdown_grace
+
+    @property
+    def renew_interval(self) -> float:
+        return self.settings.renew_interval
+
+    @property
+    def cleanup_timeout(self) -> float:
+        return self.settings.cleanup_timeout
 
     # ----------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Registers the log consumers and starts the flusher, renewer and wakeup listener."""
+        """Registers the log consumers, subscribes to wakeups (so none sent from now on is
+        missed by the first claim) and starts the flusher, renewer and wakeup listener."""
         if self._started:
             return
         self._bind_events()
         log_consumers = self.app.log_consumers
         if log_consumers:
             await self.store.register_consumers(log_consumers)
+        wakeups = self._wakeups = self.store.wakeups()
         batcher = CompletionBatcher(
             self.store,
             size=self.flush_size,
@@ -143,14 +157,12 @@ class Worker:
             on_retry=self._note_retry,
             on_handler_done=self._handler_done,
         )
-        self._renewer = LeaseRenewer(self.store, self._runner, holder=self.holder, ttl=self.ttl)
+        self._renewer = LeaseRenewer(self.store, self._runner, self.settings)
         self._services = {
             "renewer": asyncio.create_task(self._renew_loop(), name="a2pg-worker-renewer"),
-            "listener": asyncio.create_task(self._listen(), name="a2pg-worker-wakeups"),
+            "listener": asyncio.create_task(self._listen(wakeups), name="a2pg-worker-wakeups"),
         }
         self._started = True
-        for _ in range(3):  # let the listener subscribe before the first claim
-            await asyncio.sleep(0)
 
     def _bind_events(self) -> None:
         """Fresh events for this run's loop (a worker may be run again under another loop)."""
@@ -375,37 +387,28 @@ class Worker:
             await self.renew_leases()
 
     async def renew_leases(self, *, force: bool = False) -> None:
-        """One renewal pass: extends leases older than half a renew interval (all if forced).
+        """One renewal pass: extends the leases that are due (all if forced).
 
         Attempts the store reports superseded are cancelled and their results dropped.
         """
-        if self._renewer is None:
-            return
-        now = asyncio.get_running_loop().time()
-        due = [
-            attempt
-            for attempt in self._inflight.values()
-            if force or now - attempt.leased_at >= self.renew_interval / 2
-        ]
-        if due:
-            errors = await self._renewer.renew(due, now)  # read the counter after the await
-            self.stats.store_errors += errors
+        if self._renewer is not None:
+            errors = await self._renewer.renew_due(self._inflight.values(), force=force)
+            self.stats.store_errors += errors  # read the counter after the await
 
-    async def _listen(self) -> None:
+    async def _listen(self, wakeups: Subscription) -> None:
+        """Wakes the claim loop on each wakeup. If the subscription fails or ends, the claim
+        loop polls for a ``poll_interval``, then subscribes again."""
         while True:
-            wakeups = self.store.wakeups()
             try:
                 async for _session_id in wakeups:
                     self._wake.set()
             except Exception as error:
                 self.stats.store_errors += 1
                 log.warning("wakeup listener failed (%r); polling meanwhile", error)
-            finally:
-                aclose = getattr(wakeups, "aclose", None)
-                if aclose is not None:
-                    with contextlib.suppress(Exception):
-                        await aclose()
+            self._wakeups = None
+            await _unsubscribe(wakeups)
             await asyncio.sleep(self.poll_interval)
+            wakeups = self._wakeups = self.store.wakeups()
             self._wake.set()  # anything may have happened while we were not listening
 
     # ------------------------------------------------------------------ shutdown
@@ -439,6 +442,9 @@ class Worker:
             task.cancel()
         await asyncio.gather(*self._services.values(), return_exceptions=True)
         self._services = {}
+        wakeups, self._wakeups = self._wakeups, None
+        if wakeups is not None:
+            await _unsubscribe(wakeups)
         runner.close()
         self._runner = None
         self._renewer = None
@@ -488,13 +494,7 @@ async def _wait_any(*events: asyncio.Event, within: float | None = None) -> None
             waiter.cancel()
 
 
-def _check_count(value: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be a positive int, got {value!r}")
-    return value
-
-
-def _check_seconds(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
-    return float(value)
+async def _unsubscribe(wakeups: Subscription) -> None:
+    """Closes ``wakeups``; a store that fails to is no reason to fail the worker."""
+    with contextlib.suppress(Exception):
+        await wakeups.aclose()

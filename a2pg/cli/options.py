@@ -1,0 +1,83 @@
+"""Command-line options derived from a settings dataclass, and parsed args turned back into it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .common import EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
+
+HELP = "help"
+"""The ``field(metadata=...)`` key of a field's one-line description."""
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
+    return value
+
+
+PARSERS: dict[object, Callable[[str], object]] = {
+    int: positive_int,
+    float: positive_float,
+    str: str,
+}
+"""How an option's text becomes its field's value, by the field's type. Every count and
+number of seconds among these settings must be positive, so the parsers say so."""
+
+
+def option_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_options(
+    parser: argparse.ArgumentParser,
+    settings: type[DataclassInstance],
+    *,
+    skip: Collection[str] = (),
+) -> None:
+    """One option per field of ``settings`` (``claim_batch`` gives ``--claim-batch``), typed
+    by the field's type, defaulting to its default (None for one derived from others),
+    with the field's ``metadata["help"]``; ``skip`` names fields the caller maps itself."""
+    types = typing.get_type_hints(settings)
+    specs = [spec for spec in dataclasses.fields(settings) if spec.init and spec.name not in skip]
+    for spec in specs:  # all checked before any is added
+        if types[spec.name] not in PARSERS:
+            raise TypeError(f"no option type for {settings.__name__}.{spec.name}")
+    for spec in specs:
+        parser.add_argument(
+            option_name(spec.name),
+            type=PARSERS[types[spec.name]],
+            default=None if spec.default is dataclasses.MISSING else spec.default,
+            help=spec.metadata.get(HELP),
+        )
+
+
+def from_args(settings: type[C], args: argparse.Namespace, **given: Any) -> C:
+    """``settings`` from the options ``add_options`` added (``given`` overrides or supplies
+    skipped fields); a value the dataclass refuses is a usage error."""
+    values = {
+        spec.name: getattr(args, spec.name)
+        for spec in dataclasses.fields(settings)
+        if spec.init and hasattr(args, spec.name)
+    }
+    try:
+        return settings(**{**values, **given})
+    except ValueError as exc:
+        fail(EXIT_USAGE, str(exc))

@@ -1,0 +1,126 @@
+"""Every knob of a ``Worker`` in one frozen dataclass, checked and resolved once."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..backoff import Backoff
+
+T = TypeVar("T")
+
+DERIVED: Any = None
+"""The default of a knob derived from the others (``None`` given explicitly derives it too).
+Typed ``Any`` so the field keeps the type of its resolved value."""
+
+FLUSH_SIZE_CAP = 256
+"""The derived ``flush_size`` is ``concurrency``, at most this."""
+
+
+def default_holder() -> str:
+    """``host:pid:random``: unique per worker, and says where a lease came from."""
+    return f"{socket.gethostname()[:200]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """How a ``Worker`` claims, runs, renews, completes and stops (see ``Worker``).
+
+    Each field's ``metadata["help"]`` is its one-line description (``a2pg worker --help``
+    shows it). A bad knob raises ``ValueError`` naming it. Derived knobs left out (or
+    None) are resolved when the settings are made, so ``dataclasses.replace()`` keeps
+    them as resolved: ``claim_batch`` is ``concurrency``, ``flush_size`` is
+    ``concurrency`` at most 256, ``renew_interval`` is ``ttl / 3`` and ``holder`` is
+    ``host:pid:random``.
+    """
+
+    concurrency: int = field(default=10, metadata={"help": "handlers running at once"})
+    claim_batch: int = field(
+        default=DERIVED, metadata={"help": "heads per claim; default: --concurrency"}
+    )
+    ttl: float = field(default=30.0, metadata={"help": "lease seconds"})
+    max_failures: int = field(
+        default=5, metadata={"help": "failures before a head is dead-lettered"}
+    )
+    backoff: Backoff = field(
+        default_factory=Backoff,
+        metadata={"help": "delay before a failed head's retry (--retry-base, --retry-cap)"},
+    )
+    flush_interval: float = field(
+        default=0.005,
+        metadata={"help": "seconds a finished attempt waits for its completion batch to fill"},
+    )
+    flush_size: int = field(
+        default=DERIVED,
+        metadata={"help": "completions per batch; default: --concurrency, at most 256"},
+    )
+    poll_interval: float = field(
+        default=1.0, metadata={"help": "seconds between polls when no notification comes"}
+    )
+    holder: str = field(
+        default=DERIVED, metadata={"help": "claim holder name; default: host:pid:random"}
+    )
+    shutdown_grace: float = field(
+        default=30.0, metadata={"help": "seconds in-flight handlers get after SIGTERM"}
+    )
+    renew_interval: float = field(
+        default=DERIVED, metadata={"help": "seconds between lease renewals; default: --ttl / 3"}
+    )
+    cleanup_timeout: float = field(
+        default=10.0,
+        metadata={"help": "seconds a shutdown waits for attempts to settle, then to be released"},
+    )
+
+    def __post_init__(self) -> None:
+        concurrency = _count(self.concurrency, "concurrency")
+        max_failures = _count(self.max_failures, "max_failures")
+        ttl = _seconds(self.ttl, "ttl")
+        resolved = {
+            "concurrency": concurrency,
+            "max_failures": max_failures,
+            "ttl": ttl,
+            "flush_interval": _seconds(self.flush_interval, "flush_interval"),
+            "poll_interval": _seconds(self.poll_interval, "poll_interval"),
+            "shutdown_grace": _seconds(self.shutdown_grace, "shutdown_grace"),
+            "claim_batch": _count(_derive(self.claim_batch, concurrency), "claim_batch"),
+            "renew_interval": _seconds(_derive(self.renew_interval, ttl / 3), "renew_interval"),
+            "cleanup_timeout": _seconds(self.cleanup_timeout, "cleanup_timeout"),
+            "flush_size": _count(
+                _derive(self.flush_size, min(concurrency, FLUSH_SIZE_CAP)), "flush_size"
+            ),
+            "holder": _holder(self.holder),
+            "backoff": _backoff(self.backoff),
+        }
+        for name, value in resolved.items():
+            object.__setattr__(self, name, value)  # frozen: resolved once, here
+
+
+def _derive(value: T | None, default: T) -> T:
+    return default if value is None else value
+
+
+def _count(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive int, got {value!r}")
+    return value
+
+
+def _seconds(value: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _holder(value: str | None) -> str:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"holder must be a str, got {value!r}")
+    return value or default_holder()  # an empty holder gets one too
+
+
+def _backoff(value: Backoff | None) -> Backoff:
+    if value is not None and not isinstance(value, Backoff):
+        raise ValueError(f"backoff must be a Backoff, got {value!r}")
+    return Backoff() if value is None else value
