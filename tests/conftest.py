@@ -1,4 +1,7 @@
-"""Suite-wide hooks: mark PostgreSQL tests, count them, and fail their skips in CI."""
+"""Suite-wide hooks: mark PostgreSQL tests, count them, and fail their skips in CI.
+
+The store fixtures every backend-parametrized suite uses live in ``tests/backends.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from collections.abc import Generator
 import pytest
 
 from a2pg.testing import POSTGRES_FIXTURES
+
+pytest_plugins = ["tests.backends"]
 
 _NEEDS_POSTGRES = POSTGRES_FIXTURES | {"private_postgres"}
 Outcomes = dict[str, set[str]]

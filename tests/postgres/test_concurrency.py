@@ -103,6 +103,20 @@ async def test_twenty_concurrent_appenders_get_dense_indexes(postgres_dsn: str) 
         assert mine == list(range(25)), "each appender's events keep its order"
 
 
+async def _blocked_by(dsn: str, pid: int) -> None:
+    """Returns once the server reports a backend waiting for a lock that ``pid`` holds:
+    proof that a call is blocked, where a fixed wait would only show it was slow."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as watcher:
+        while True:
+            cur = await watcher.execute(
+                "select count(*) from pg_stat_activity where %s = any(pg_blocking_pids(pid))",
+                (pid,),
+            )
+            if await cur.fetchone() != (0,):
+                return
+            await asyncio.sleep(0.01)
+
+
 async def test_appenders_to_other_sessions_do_not_wait(postgres_dsn: str) -> None:
     """A transaction holding one session's row lock blocks that session only."""
     store = await PostgresStore.open(postgres_dsn, max_size=4)
@@ -119,8 +133,8 @@ async def test_appenders_to_other_sessions_do_not_wait(postgres_dsn: str) -> Non
                 )
                 assert result.events[0].index == 2
                 blocked = asyncio.ensure_future(store.append("locked", [NewEvent("turn")]))
-                done, _ = await asyncio.wait({blocked}, timeout=1.0)
-                assert not done, "an append to the locked session must wait for the lock"
+                await asyncio.wait_for(_blocked_by(postgres_dsn, holder.info.backend_pid), 10)
+                assert not blocked.done(), "an append to the locked session must wait for the lock"
             # Lock released at commit: the waiting append now finishes.
             appended = await asyncio.wait_for(blocked, timeout=10)
             assert appended.events[0].index == 2

@@ -13,7 +13,7 @@ from a2pg.store import Store
 from a2pg.worker import App, Worker
 from a2pg.worker.app import returned_event_id
 
-from .conftest import MakeStore
+from ..backends import MakeStore
 from .helpers import RecordingStore, bounded, until, work
 
 

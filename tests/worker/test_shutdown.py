@@ -7,9 +7,11 @@ another worker, with no failure counted.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -35,17 +37,26 @@ class Gate:
         return [NewEvent("done")]
 
 
-async def test_stop_drains_in_flight_attempts_and_claims_no_more(store: Store) -> None:
+def draining(caplog: pytest.LogCaptureFixture) -> Callable[[], bool]:
+    """True once the worker has logged that it waits for its in-flight attempts: the event
+    that shows a drain began, where a few idle turns would only show it had not ended yet."""
+    caplog.set_level(logging.INFO, logger="a2pg.worker")
+    return lambda: any(r.getMessage().startswith("draining") for r in caplog.records)
+
+
+async def test_stop_drains_in_flight_attempts_and_claims_no_more(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
     gate = Gate()
     proxy = RecordingStore(store)
     worker = Worker(proxy.as_store(), App({"w": gate}), concurrency=2, claim_batch=2)
+    drain_began = draining(caplog)
     await store.append("s", [work(n) for n in range(4)])
     running = asyncio.create_task(worker.run())
     await until(lambda: gate.started == 2)
     worker.stop()
     claims = len(proxy.claim_limits)
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await until(drain_began)
     assert not running.done()  # waiting for its attempts
     gate.event.set()
     await bounded(running)
@@ -230,14 +241,16 @@ needs_main_thread = pytest.mark.skipif(
 
 
 @needs_main_thread
-async def test_sigterm_drains_then_serve_returns(memory: Store) -> None:
+async def test_sigterm_drains_then_serve_returns(
+    memory: Store, caplog: pytest.LogCaptureFixture
+) -> None:
     gate = Gate()
+    drain_began = draining(caplog)
     await memory.append("s", [work(1)])
     serving = asyncio.create_task(serve(memory, App({"w": gate}), poll_interval=0.01))
     await until(lambda: gate.started == 1)
     os.kill(os.getpid(), signal.SIGTERM)
-    for _ in range(20):
-        await asyncio.sleep(0.001)
+    await until(drain_began)  # the signal was handled: a stop, not a forced one
     assert not serving.done()
     gate.event.set()
     stats = await bounded(serving)
