@@ -6,6 +6,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from .contract.limits import MAX_SECONDS
+
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
@@ -25,8 +27,11 @@ class Backoff:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.base) and self.base > 0):
             raise ValueError(f"Backoff.base must be a positive number of seconds, got {self.base}")
-        if not (math.isfinite(self.cap) and self.cap >= self.base):
-            raise ValueError(f"Backoff.cap must be at least base ({self.base}), got {self.cap}")
+        if not (math.isfinite(self.cap) and self.base <= self.cap <= MAX_SECONDS):
+            raise ValueError(
+                f"Backoff.cap must be at least base ({self.base}) and at most "
+                f"{MAX_SECONDS:.0f} seconds, got {self.cap}"
+            )
         if not 0 <= self.jitter <= 1:
             raise ValueError(f"Backoff.jitter must be between 0 and 1, got {self.jitter}")
 

@@ -2,11 +2,20 @@
 
 ``args`` has one ``check_<op>`` per Store operation; ``rules`` the judgements
 (replays, fences, claims, failures, completions, clears) the backends share;
-``values`` the checks of single values both are built from.
+``scalars`` and ``values`` the checks of single arguments they are built from (``budget``
+sums what one call carries; ``render`` quotes values in messages safely); ``limits``
+every bound, configurable (``Limits``) or fixed by the storage (the constants).
 """
 
 from __future__ import annotations
 
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import (
+    DEFAULT_LIMITS,
+    EARLIEST_TIME,
+    LATEST_TIME,
+    MAX_ATTEMPT,
+    MAX_INDEX,
+    Limits,
+)
 
-__all__ = ["DEFAULT_LIMITS", "Limits"]
+__all__ = ["DEFAULT_LIMITS", "EARLIEST_TIME", "LATEST_TIME", "MAX_ATTEMPT", "MAX_INDEX", "Limits"]

@@ -8,9 +8,10 @@ encoded twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 from ..errors import invalid
 from ..models import (
@@ -25,39 +26,41 @@ from ..models import (
     RedriveAction,
     SnapshotWrite,
 )
+from .budget import CallBudget
 from .limits import Limits
+from .render import type_name
 from .rules import refuse_repeated_ids
-from .values import (
-    CheckedEvent,
-    check_attempt_ref,
-    check_claim_ref,
-    check_consumers,
-    check_datetime,
+from .scalars import (
+    check_attempt,
+    check_count,
     check_error_text,
-    check_events,
+    check_event_type,
     check_holder,
     check_index,
-    check_json,
     check_lane,
-    check_log_spec,
+    check_max_failures,
     check_name,
     check_optional_bound,
-    check_positive_count,
     check_redrive_action,
     check_seconds,
     check_session_id,
-    check_text,
+    check_time,
+    items,
+)
+from .values import (
+    CheckedEvent,
+    check_attempt_ref,
+    check_attempt_refs,
+    check_claim_ref,
+    check_claim_refs,
+    check_consumer,
+    check_consumers,
+    check_events,
+    encode_json,
 )
 
 CLEAR_MARKER = CheckedEvent(NewEvent(CLEAR_EVENT_TYPE, None), "null")
 """The marker event ``clear`` appends, as a checked event."""
-
-
-def _sequence(value: object, what: str) -> list[object]:
-    """A list of the items of a sequence argument (not a str, bytes or mapping)."""
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-        raise invalid(f"{what} must be a sequence")
-    return list(value)
 
 
 # -- the log --------------------------------------------------------------------------
@@ -89,8 +92,9 @@ def check_append(
     ``rules.refuse_log_targets``, once the backend knows its registry.
     """
     sid = check_session_id(session_id, limits)
-    served = check_consumers(consumers, limits)
-    checked = check_events(events, limits)
+    budget = CallBudget(limits)
+    served = check_consumers(consumers, limits, budget)
+    checked = check_events(events, limits, budget)
     origin = None if origin_index is None else check_index(origin_index, "origin_index")
     args = AppendArgs(sid, checked, served, origin)
     refuse_repeated_ids(args.supplied_ids, "batch")
@@ -120,15 +124,9 @@ def check_read(
     sid = check_session_id(session_id, limits)
     checked_types: tuple[str, ...] | None = None
     if types is not None:
-        if isinstance(types, str | bytes) or not isinstance(types, Sequence):
-            raise invalid("types must be a sequence of event types")
+        listed = items(types, "types", limit=limits.max_log_types, setting="max_log_types")
         checked_types = tuple(
-            dict.fromkeys(
-                check_text(
-                    t, "event type", max_length=limits.max_type_length, setting="max_type_length"
-                )
-                for t in types
-            )
+            dict.fromkeys(check_event_type(t, "event type", limits) for t in listed)
         )
     return ReadArgs(
         sid,
@@ -149,11 +147,11 @@ class WakeLogArgs:
 def check_wake_log(session_id: object, consumer: object, *, limits: Limits) -> WakeLogArgs:
     sid = check_session_id(session_id, limits)
     if not isinstance(consumer, Consumer):
-        raise invalid(f"consumer must be a Consumer, not {type(consumer).__name__}")
-    check_name(consumer.name, "consumer name", limits)
-    if consumer.log is None:
-        raise invalid(f"consumer '{consumer.name}' is not a log consumer")
-    return WakeLogArgs(sid, consumer, check_log_spec(consumer.log, limits))
+        raise invalid(f"consumer must be a Consumer, not {type_name(consumer)}")
+    checked = check_consumer(consumer, limits)
+    if checked.log is None:
+        raise invalid(f"consumer '{checked.name}' is not a log consumer")
+    return WakeLogArgs(sid, checked, checked.log)
 
 
 def check_session(session_id: object, *, limits: Limits) -> str:
@@ -181,7 +179,8 @@ class SessionsArgs:
 
 def check_sessions(*, after: object, limit: object, limits: Limits) -> SessionsArgs:
     checked_after = None if after is None else check_session_id(after, limits)
-    return SessionsArgs(checked_after, check_positive_count(limit, "limit"))
+    count = check_count(limit, "limit", maximum=limits.max_page_size, setting="max_page_size")
+    return SessionsArgs(checked_after, count)
 
 
 # -- claims ---------------------------------------------------------------------------
@@ -216,10 +215,10 @@ def check_claim_available(
 ) -> ClaimArgs:
     sid = check_session_id(session_id, limits)
     checked_holder = check_holder(holder, limits)
-    seconds = check_seconds(ttl, "ttl")
-    refs = [check_claim_ref(ref, "exclude", limits) for ref in _sequence(exclude, "exclude")]
-    served = check_consumers(consumers, limits)
-    failures = None if max_failures is None else check_positive_count(max_failures, "max_failures")
+    seconds = check_seconds(ttl, "ttl", limits)
+    refs = check_claim_refs(exclude, "exclude", limits)
+    served = check_consumers(consumers, limits, CallBudget(limits))
+    failures = None if max_failures is None else check_max_failures(max_failures)
     return ClaimArgs(
         sid,
         checked_holder,
@@ -254,10 +253,10 @@ def check_claim_any(
     limits: Limits,
 ) -> ClaimAnyArgs:
     checked_holder = check_holder(holder, limits)
-    seconds = check_seconds(ttl, "ttl")
-    served = check_consumers(consumers, limits)
-    count = check_positive_count(limit, "limit")
-    failures = None if max_failures is None else check_positive_count(max_failures, "max_failures")
+    seconds = check_seconds(ttl, "ttl", limits)
+    served = check_consumers(consumers, limits, CallBudget(limits))
+    count = check_count(limit, "limit", maximum=limits.max_claim_limit, setting="max_claim_limit")
+    failures = None if max_failures is None else check_max_failures(max_failures)
     return ClaimAnyArgs(checked_holder, seconds, served, count, failures)
 
 
@@ -276,8 +275,8 @@ def check_renew_claims(
 ) -> HeldClaimsArgs:
     sid = check_session_id(session_id, limits)
     checked_holder = check_holder(holder, limits)
-    refs = [check_attempt_ref(ref, "claim", limits) for ref in _sequence(claims, "claims")]
-    return HeldClaimsArgs(sid, checked_holder, refs, check_seconds(ttl, "ttl"))
+    refs = check_attempt_refs(claims, "claims", limits)
+    return HeldClaimsArgs(sid, checked_holder, refs, check_seconds(ttl, "ttl", limits))
 
 
 def check_release_claims(
@@ -285,7 +284,7 @@ def check_release_claims(
 ) -> HeldClaimsArgs:
     sid = check_session_id(session_id, limits)
     checked_holder = check_holder(holder, limits)
-    refs = [check_attempt_ref(ref, "claim", limits) for ref in _sequence(claims, "claims")]
+    refs = check_attempt_refs(claims, "claims", limits)
     return HeldClaimsArgs(sid, checked_holder, refs, 0.0)
 
 
@@ -310,22 +309,36 @@ class CompletionArgs:
 
 
 def check_complete_attempts(completions: object, *, limits: Limits) -> list[CompletionArgs]:
-    """``complete_attempts``' batch. Targets naming a woken log consumer are refused by
-    ``rules.refuse_log_targets`` once the backend knows each completion's wake set."""
-    if isinstance(completions, str | bytes) or not isinstance(completions, Sequence):
-        raise invalid("completions must be a sequence of Completion")
+    """``complete_attempts``' batch: at most ``Limits.max_completions``, whose returned
+    events, targets and bytes count together against the call's limits. Each completion
+    comes back normalised (its events and consumers as checked). Targets naming a woken
+    log consumer are refused by ``rules.refuse_log_targets`` once the backend knows each
+    completion's wake set."""
+    listed = items(
+        completions, "completions", limit=limits.max_completions, setting="max_completions"
+    )
+    budget = CallBudget(limits)
     checked = []
-    for completion in completions:
+    for completion in listed:
         if not isinstance(completion, Completion):
-            raise invalid(f"completions must hold Completion, not {type(completion).__name__}")
-        check_session_id(completion.session_id, limits)
-        check_name(completion.consumer, "consumer name", limits)
-        check_lane(completion.lane, limits)
-        check_index(completion.index)
-        check_index(completion.attempt, "attempt")
-        check_consumers(completion.consumers, limits)
-        events = check_events(completion.events, limits, need_ids=True)
-        checked.append(CompletionArgs(completion, events))
+            raise invalid(f"completions must hold Completion, not {type_name(completion)}")
+        sid = check_session_id(completion.session_id, limits)
+        consumer = check_name(completion.consumer, "consumer name", limits)
+        lane = check_lane(completion.lane, limits)
+        index = check_index(completion.index)
+        attempt = check_attempt(completion.attempt)
+        served = check_consumers(completion.consumers, limits, budget)
+        events = check_events(completion.events, limits, budget, need_ids=True)
+        normalised = Completion(
+            sid,
+            consumer,
+            lane,
+            index,
+            attempt,
+            tuple(item.event for item in events),
+            None if served is None else tuple(served),
+        )
+        checked.append(CompletionArgs(normalised, events))
     return checked
 
 
@@ -355,11 +368,11 @@ def check_fail_attempt(
         check_name(consumer, "consumer name", limits),
         check_lane(lane, limits),
         check_index(index),
-        check_index(attempt, "attempt"),
+        check_attempt(attempt),
     )
     text = check_error_text(error, limits)
-    failures = check_positive_count(max_failures, "max_failures")
-    delay = None if retry_after is None else check_seconds(retry_after, "retry_after")
+    failures = check_max_failures(max_failures)
+    delay = None if retry_after is None else check_seconds(retry_after, "retry_after", limits)
     return FailArgs(sid, ref, text, failures, delay)
 
 
@@ -385,7 +398,7 @@ def check_redrive(
     name = check_name(consumer, "consumer name", limits)
     checked_index = check_index(index)
     checked_action: RedriveAction = "retry" if check_redrive_action(action) == "retry" else "skip"
-    served = check_consumers(consumers, limits)
+    served = check_consumers(consumers, limits, CallBudget(limits))
     return RedriveArgs(sid, name, checked_index, checked_action, served)
 
 
@@ -426,18 +439,38 @@ class PutSnapshotsArgs:
 def check_put_snapshots(
     session_id: object, reducer: object, writes: object, *, limits: Limits
 ) -> PutSnapshotsArgs:
+    """At most ``Limits.max_snapshot_writes`` writes, each state at most
+    ``Limits.max_state_bytes``, ``Limits.max_pins`` pins in all, and the states'
+    bytes within the call's ``Limits.max_call_bytes``."""
     sid = check_session_id(session_id, limits)
     name = check_name(reducer, "reducer name", limits)
-    if isinstance(writes, str | bytes) or not isinstance(writes, Iterable):
-        raise invalid("writes must be a sequence of SnapshotWrite")
+    listed = items(
+        writes, "writes", limit=limits.max_snapshot_writes, setting="max_snapshot_writes"
+    )
+    budget = CallBudget(limits)
+    pinned = 0
     checked = []
-    for write in list(writes):
+    for write in listed:
         if not isinstance(write, SnapshotWrite):
-            raise invalid(f"writes must hold SnapshotWrite, not {type(write).__name__}")
+            raise invalid(f"writes must hold SnapshotWrite, not {type_name(write)}")
         index = check_index(write.index, "snapshot index")
-        state = check_json(write.state, "snapshot state", limits)
-        pins = tuple(check_claim_ref(pin, "snapshot pin", limits) for pin in write.pins)
-        checked.append(CheckedSnapshot(index, state, pins))
+        state, size = encode_json(
+            write.state,
+            "snapshot state",
+            limits,
+            max_bytes=limits.max_state_bytes,
+            setting="max_state_bytes",
+        )
+        budget.spend_bytes(size)
+        pins = items(write.pins, "snapshot pins", limit=limits.max_pins, setting="max_pins")
+        pinned += len(pins)
+        if pinned > limits.max_pins:
+            raise invalid(
+                f"the call pins more than {limits.max_pins} heads in all, "
+                f"over the limit Limits.max_pins={limits.max_pins}"
+            )
+        checked_pins = tuple(check_claim_ref(pin, "snapshot pin", limits) for pin in pins)
+        checked.append(CheckedSnapshot(index, state, checked_pins))
     return PutSnapshotsArgs(sid, name, checked)
 
 
@@ -465,14 +498,15 @@ def check_clear(
 
 def check_register_consumers(consumers: object, *, limits: Limits) -> list[Consumer]:
     """The log consumers to register (targeted ones are ignored)."""
-    checked = check_consumers(consumers, limits) or []
+    if consumers is None:
+        raise invalid("consumers must be a sequence, not NoneType")
+    checked = check_consumers(consumers, limits, CallBudget(limits)) or []
     return [consumer for consumer in checked if consumer.log is not None]
 
 
 def check_unregister_consumers(names: object, *, limits: Limits) -> list[str]:
-    if isinstance(names, str) or not isinstance(names, Sequence):
-        raise invalid("names must be a sequence of consumer names")
-    return [check_name(name, "consumer name", limits) for name in names]
+    listed = items(names, "names", limit=limits.max_consumers, setting="max_consumers")
+    return [check_name(name, "consumer name", limits) for name in listed]
 
 
 # -- presence -------------------------------------------------------------------------
@@ -500,23 +534,47 @@ def check_presence_write(
     ttl: object,
     limits: Limits,
 ) -> PresenceWriteArgs:
+    """At most ``Limits.max_presence_fields`` fields, each value (and ``seen``) at most
+    ``Limits.max_presence_value_bytes``, all within ``Limits.max_call_bytes``; ``at`` in
+    [EARLIEST_TIME, LATEST_TIME), returned in UTC."""
     checked_ns = check_name(ns, "presence namespace", limits)
     who = check_name(participant, "presence participant", limits)
     if not isinstance(values, Mapping):
-        raise invalid(f"presence values must be a mapping, not {type(values).__name__}")
-    encoded = {
-        check_name(field, "presence field", limits): check_json(value, "presence value", limits)
-        for field, value in values.items()
-    }
-    seen_json = check_json(seen, "presence seen", limits)
+        raise invalid(f"presence values must be a mapping, not {type_name(values)}")
+    listed = items(
+        values.items(),
+        "presence values",
+        limit=limits.max_presence_fields,
+        setting="max_presence_fields",
+    )
+    budget = CallBudget(limits)
+    encoded: dict[str, str] = {}
+    for pair in listed:
+        field, value = cast(tuple[object, JSON], pair)
+        encoded[check_name(field, "presence field", limits)] = _presence_json(
+            value, "presence value", limits, budget
+        )
+    seen_json = _presence_json(seen, "presence seen", limits, budget)
     return PresenceWriteArgs(
         checked_ns,
         who,
         encoded,
         seen_json,
-        check_datetime(at, "presence at"),
-        check_seconds(ttl, "presence ttl"),
+        check_time(at, "presence at"),
+        check_seconds(ttl, "presence ttl", limits),
     )
+
+
+def _presence_json(value: JSON, what: str, limits: Limits, budget: CallBudget) -> str:
+    text, size = encode_json(
+        value,
+        what,
+        limits,
+        max_bytes=limits.max_presence_value_bytes,
+        setting="max_presence_value_bytes",
+    )
+    budget.spend_bytes(size)
+    return text
 
 
 def check_presence_read(ns: object, *, limits: Limits) -> str:

@@ -9,6 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..backoff import Backoff
+from ..contract.limits import MAX_ATTEMPT, MAX_SECONDS
+
+MAX_BATCH = 10_000
+"""The largest ``claim_batch`` and ``flush_size``: the default ``Limits`` per-call caps."""
+MAX_CONCURRENCY = 100_000
 
 T = TypeVar("T")
 
@@ -75,8 +80,8 @@ class WorkerSettings:
     )
 
     def __post_init__(self) -> None:
-        concurrency = _count(self.concurrency, "concurrency")
-        max_failures = _count(self.max_failures, "max_failures")
+        concurrency = _count(self.concurrency, "concurrency", MAX_CONCURRENCY)
+        max_failures = _count(self.max_failures, "max_failures", MAX_ATTEMPT)
         ttl = _seconds(self.ttl, "ttl")
         resolved = {
             "concurrency": concurrency,
@@ -85,11 +90,13 @@ class WorkerSettings:
             "flush_interval": _seconds(self.flush_interval, "flush_interval"),
             "poll_interval": _seconds(self.poll_interval, "poll_interval"),
             "shutdown_grace": _seconds(self.shutdown_grace, "shutdown_grace"),
-            "claim_batch": _count(_derive(self.claim_batch, concurrency), "claim_batch"),
+            "claim_batch": _count(
+                _derive(self.claim_batch, min(concurrency, MAX_BATCH)), "claim_batch", MAX_BATCH
+            ),
             "renew_interval": _seconds(_derive(self.renew_interval, ttl / 3), "renew_interval"),
             "cleanup_timeout": _seconds(self.cleanup_timeout, "cleanup_timeout"),
             "flush_size": _count(
-                _derive(self.flush_size, min(concurrency, FLUSH_SIZE_CAP)), "flush_size"
+                _derive(self.flush_size, min(concurrency, FLUSH_SIZE_CAP)), "flush_size", MAX_BATCH
             ),
             "holder": _holder(self.holder),
             "backoff": _backoff(self.backoff),
@@ -102,15 +109,20 @@ def _derive(value: T | None, default: T) -> T:
     return default if value is None else value
 
 
-def _count(value: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be a positive int, got {value!r}")
+def _count(value: int, what: str, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise ValueError(f"{what} must be an int from 1 to {maximum}, got {value!r}")
     return value
 
 
 def _seconds(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
+    """Above zero and at most a century: a lease or delay past that could not be stored."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} must be a number of seconds, got {value!r}")
+    if not (value > 0 and value <= MAX_SECONDS):  # compared before float(): no OverflowError
+        raise ValueError(
+            f"{what} must be above 0 and at most {MAX_SECONDS:.0f} seconds, got {value!r}"
+        )
     return float(value)
 
 

@@ -69,11 +69,17 @@ def test_derived_knobs_are_resolved_once() -> None:
         ("flush_size", 0),
         ("ttl", 0),
         ("ttl", math.nan),
+        ("ttl", 3e11),
+        ("ttl", 10**400),
+        ("max_failures", 2**31),
+        ("claim_batch", 10_001),
+        ("concurrency", 10**6),
         ("flush_interval", -1.0),
         ("poll_interval", "1"),
         ("shutdown_grace", 0),
         ("renew_interval", 0.0),
         ("cleanup_timeout", -0.5),
+        ("poll_interval", math.inf),
         ("holder", 7),
         ("backoff", 1.0),
     ],
@@ -103,7 +109,7 @@ def test_the_worker_takes_knobs_or_settings_and_reads_them_from_its_settings() -
         Worker(store, app, settings, concurrency=3)
     with pytest.raises(TypeError, match="concurency"):
         Worker(store, app, concurency=3)
-    with pytest.raises(ValueError, match="flush_size must be a positive int"):
+    with pytest.raises(ValueError, match="flush_size must be an int from 1 to 10000"):
         Worker(store, app, flush_size=0)
 
 

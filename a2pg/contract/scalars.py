@@ -1,0 +1,232 @@
+"""Checks of scalar arguments (texts, names, numbers, durations, times) and of list arguments;
+each bounds what it reads before it reads it all."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from itertools import islice
+
+from ..errors import A2Error, invalid
+from .limits import (
+    DEFAULT_LIMITS,
+    EARLIEST_TIME,
+    LATEST_TIME,
+    MAX_ATTEMPT,
+    MAX_INDEX,
+    Limits,
+)
+from .render import show, type_name
+
+REDRIVE_ACTIONS = ("retry", "skip")
+
+
+def over(what: str, size: object, setting: str, limit: int) -> A2Error:
+    return invalid(f"{what} is {size} long, over the limit Limits.{setting}={limit}")
+
+
+# -- lists ----------------------------------------------------------------------------
+
+
+def items(value: object, what: str, *, limit: int, setting: str) -> list[object]:
+    """The items of a list argument: any iterable but a str, bytes or mapping, read up to
+    one past ``limit`` (an endless or huge iterable is refused, not drained)."""
+    if isinstance(value, str | bytes | bytearray | memoryview | Mapping) or not isinstance(
+        value, Iterable
+    ):
+        raise invalid(f"{what} must be a sequence, not {type_name(value)}")
+    taken = list(islice(value, limit + 1))
+    if len(taken) > limit:
+        raise invalid(
+            f"{what} holds more than {limit} items, over the limit Limits.{setting}={limit}"
+        )
+    return taken
+
+
+# -- texts ----------------------------------------------------------------------------
+
+
+def check_text(
+    value: object,
+    what: str,
+    *,
+    max_length: int,
+    setting: str,
+    max_bytes: int,
+    bytes_setting: str,
+) -> str:
+    """A non-empty ``str`` without NUL, valid UTF-8, at most ``max_length`` characters and
+    ``max_bytes`` UTF-8 bytes (the length is checked first, so a huge text costs nothing)."""
+    if not isinstance(value, str):
+        raise invalid(f"{what} must be a str, not {type_name(value)}")
+    if not value:
+        raise invalid(f"{what} must not be empty")
+    if len(value) > max_length:
+        raise over(what, len(value), setting, max_length)
+    if "\x00" in value:
+        raise invalid(f"{what} must not contain NUL (\\u0000)")
+    size = utf8_size(value, what)
+    if size > max_bytes:
+        raise invalid(
+            f"{what} is {size} bytes in UTF-8, over the limit Limits.{bytes_setting}={max_bytes}"
+        )
+    return value
+
+
+def utf8_size(text: str, what: str) -> int:
+    """Bytes of ``text`` in UTF-8. PostgreSQL stores UTF-8: a lone surrogate
+    (``"\\ud800"``) has no encoding and is refused."""
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError:
+        raise invalid(f"{what} is not valid Unicode: it holds a lone surrogate") from None
+
+
+def check_session_id(session_id: object, limits: Limits = DEFAULT_LIMITS) -> str:
+    return check_text(
+        session_id,
+        "session id",
+        max_length=limits.max_session_id_length,
+        setting="max_session_id_length",
+        max_bytes=limits.max_session_id_bytes,
+        bytes_setting="max_session_id_bytes",
+    )
+
+
+def check_name(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> str:
+    """A consumer, lane, reducer or holder name, or a presence namespace, participant or field."""
+    return check_text(
+        value,
+        what,
+        max_length=limits.max_name_length,
+        setting="max_name_length",
+        max_bytes=limits.max_name_bytes,
+        bytes_setting="max_name_bytes",
+    )
+
+
+def check_event_id(value: object, limits: Limits = DEFAULT_LIMITS) -> str:
+    return check_text(
+        value,
+        "event id",
+        max_length=limits.max_id_length,
+        setting="max_id_length",
+        max_bytes=limits.max_id_bytes,
+        bytes_setting="max_id_bytes",
+    )
+
+
+def check_event_type(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> str:
+    return check_text(
+        value,
+        what,
+        max_length=limits.max_type_length,
+        setting="max_type_length",
+        max_bytes=limits.max_type_bytes,
+        bytes_setting="max_type_bytes",
+    )
+
+
+def check_lane(lane: object, limits: Limits = DEFAULT_LIMITS) -> str | None:
+    return None if lane is None else check_name(lane, "lane name", limits)
+
+
+def check_holder(holder: object, limits: Limits = DEFAULT_LIMITS) -> str:
+    return check_name(holder, "claim holder", limits)
+
+
+def check_error_text(error: object, limits: Limits = DEFAULT_LIMITS) -> str:
+    """A failure's error text; never refused for its content: long tracebacks are cut to
+    the limit, NUL and lone surrogates (which PostgreSQL cannot store) are escaped."""
+    if not isinstance(error, str):
+        raise invalid(f"error must be a str, not {type_name(error)}")
+    # Escapes only lengthen, so the first max_error_length characters are all it needs.
+    text = error[: limits.max_error_length].replace("\x00", "\\u0000")
+    text = text.encode("utf-8", "backslashreplace").decode()
+    return text[: limits.max_error_length]
+
+
+def check_redrive_action(action: object) -> str:
+    if not isinstance(action, str) or action not in REDRIVE_ACTIONS:
+        raise invalid(f"redrive action must be 'retry' or 'skip', got {show(action)}")
+    return action
+
+
+# -- numbers and times ----------------------------------------------------------------
+
+
+def _int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(f"{what} must be an int, not {type_name(value)}")
+    return int(value)
+
+
+def check_index(value: object, what: str = "index") -> int:
+    """An event index: an ``int`` (not a ``bool``) in [1, MAX_INDEX]."""
+    index = _int(value, what)
+    if not 1 <= index <= MAX_INDEX:
+        raise invalid(f"{what} must be between 1 and {MAX_INDEX}, got {show(index)}")
+    return index
+
+
+def check_attempt(value: object, what: str = "attempt") -> int:
+    """An attempt number: an ``int`` in [1, MAX_ATTEMPT]."""
+    attempt = _int(value, what)
+    if not 1 <= attempt <= MAX_ATTEMPT:
+        raise invalid(f"{what} must be between 1 and {MAX_ATTEMPT}, got {show(attempt)}")
+    return attempt
+
+
+def check_optional_bound(value: object, what: str) -> int | None:
+    """An optional bound on indexes (``after``, ``through``, ``if_last_index``, a read's
+    ``limit``): None or an ``int`` in [0, MAX_INDEX]; larger bounds are refused, not clamped."""
+    if value is None:
+        return None
+    bound = _int(value, what)
+    if not 0 <= bound <= MAX_INDEX:
+        raise invalid(f"{what} must be between 0 and {MAX_INDEX}, got {show(bound)}")
+    return bound
+
+
+def check_count(value: object, what: str, *, maximum: int, setting: str | None = None) -> int:
+    """An ``int`` count in [1, maximum] (``maximum`` is ``Limits.<setting>`` when named)."""
+    count = _int(value, what)
+    if not 1 <= count <= maximum:
+        bound = f"Limits.{setting}={maximum}" if setting else f"{maximum}"
+        raise invalid(f"{what} must be between 1 and {bound}, got {show(count)}")
+    return count
+
+
+def check_max_failures(value: object) -> int:
+    return check_count(value, "max_failures", maximum=MAX_ATTEMPT)
+
+
+def check_seconds(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> float:
+    """A duration: a finite number of seconds above zero, at most ``Limits.max_seconds``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise invalid(f"{what} must be a number of seconds, not {type_name(value)}")
+    limit = limits.max_seconds
+    # Compared before float(): float(10**400) raises OverflowError.
+    if not (value > 0 and value <= limit):  # false for NaN too
+        raise invalid(
+            f"{what} must be above 0 and at most Limits.max_seconds={limit}, got {show(value)}"
+        )
+    return float(value)
+
+
+def check_time(value: object, what: str) -> datetime:
+    """An aware ``datetime`` in [EARLIEST_TIME, LATEST_TIME), returned in UTC."""
+    if not isinstance(value, datetime):
+        raise invalid(f"{what} must be an aware datetime, not {type_name(value)}")
+    try:
+        if value.utcoffset() is None:
+            raise invalid(f"{what} must be an aware datetime, not a naive one")
+        moment = value.astimezone(UTC)
+    except (OverflowError, ValueError, TypeError):  # year 1 or 9999 moved out of range
+        moment = None
+    if moment is None or not EARLIEST_TIME <= moment < LATEST_TIME:
+        raise invalid(
+            f"{what} must be from {EARLIEST_TIME:%Y-%m-%d} to before {LATEST_TIME:%Y-%m-%d} "
+            f"UTC, got {show(value)}"
+        )
+    return moment
