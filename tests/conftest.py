@@ -24,11 +24,19 @@ def _outcomes(config: pytest.Config) -> Outcomes:
     return config.stash.setdefault(_OUTCOMES, empty)
 
 
+SOAK_ENV = "A2PG_SOAK"
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m postgres` selects by marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _NEEDS_POSTGRES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
+    if os.environ.get(SOAK_ENV) != "1":  # long variants: deselected, not skipped
+        soaks = [item for item in items if item.get_closest_marker("soak") is not None]
+        if soaks:
+            config.hook.pytest_deselected(items=soaks)
+            items[:] = [item for item in items if item.get_closest_marker("soak") is None]
 
 
 @pytest.hookimpl(wrapper=True)

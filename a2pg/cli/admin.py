@@ -10,11 +10,11 @@ import os
 import sys
 from typing import Any, TextIO
 
-from ..postgres.connect import check_reachable, open_store
+from ..postgres.connect import check_reachable
 from ..store import Store
 from ..worker import App, WorkerSettings
 from . import output as out
-from .common import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, describe_dsn, fail
+from .common import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, describe_dsn, fail, store_options
 from .options import from_args
 
 
@@ -119,8 +119,10 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
 
 
 async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
-    """Runs the app's consumers until SIGTERM or SIGINT, then drains and exits 0."""
+    """Waits for the database (``--wait``), then runs the app's consumers until SIGTERM or
+    SIGINT, then drains and exits 0."""
     from ..worker import serve
+    from .startup import store_when_reachable
 
     settings = worker_settings(args)
     logging.basicConfig(
@@ -129,7 +131,14 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
         stream=sys.stderr,
     )
     app = load_app(args.app)
-    async with open_store(args.dsn, args.schema) as store:
+    opening = store_when_reachable(
+        args.dsn,
+        args.schema,
+        wait=args.wait,
+        every=settings.poll_interval,
+        **store_options(args),
+    )
+    async with opening as store:
         served: Store = store
         if args.no_listen:
             from ..worker.polling import PollingOnly

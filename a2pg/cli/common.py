@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import os
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
 from ..errors import A2Error
+from ..postgres import dsn as dsns
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -21,14 +22,18 @@ EXIT_CODES_HELP = """\
 exit codes:
   0  ok
   1  check or verification failed (demo, bench), or a database error
-  2  usage error (bad arguments, no DSN, bad MODULE:APP)
+  2  usage error (bad arguments, no DSN or a malformed one, bad MODULE:APP)
   3  database unreachable
   4  database not migrated (STORE_NOT_CONFIGURED): run `a2pg migrate`
   5  not found (unknown session, no such dead letter)
 
 environment:
-  A2PG_DSN     the database, when --dsn is not given
-  A2PG_SCHEMA  the schema of the a2_ tables, when --schema is not given"""
+  A2PG_DSN      the database, when --dsn is not given (a URL, postgresql+psycopg:// too,
+                or key=value pairs; it is never printed with its password)
+  A2PG_SCHEMA   the schema of the a2_ tables, when --schema is not given
+  A2PG_POOLER   none, session or transaction, when --pooler is not given
+  A2PG_PREPARE  1 or 0: server-side prepared statements, when neither --prepare nor
+                --no-prepare is given"""
 
 MIGRATE_HINT = "run `a2pg migrate`"
 
@@ -59,18 +64,38 @@ def resolve_schema(schema: str | None) -> str | None:
     return schema or os.environ.get("A2PG_SCHEMA") or None
 
 
+def check_dsn(dsn: str | None) -> None:
+    """A malformed DSN is a usage error (exit 2) before anything connects; the message
+    shows it redacted."""
+    if dsn is not None:
+        dsns.to_libpq(dsn)  # INVALID_ARGUMENT: translated to exit 2
+
+
+def store_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--pooler`` and ``--prepare/--no-prepare`` as ``open_store`` keywords, only those
+    given (the store reads ``A2PG_POOLER`` / ``A2PG_PREPARE`` for the others)."""
+    options: dict[str, Any] = {}
+    if getattr(args, "pooler", None) is not None:
+        options["pooler"] = args.pooler
+    if getattr(args, "prepare", None) is not None:
+        options["prepare"] = args.prepare
+    return options
+
+
+def export_store_options(options: dict[str, Any]) -> None:
+    """Puts given pooler settings in this process's environment, where ``open_store`` and
+    every child process (a worker, a bench process) read them."""
+    from ..postgres.connect import POOLER_ENV, PREPARE_ENV
+
+    if options.get("pooler") is not None:
+        os.environ[POOLER_ENV] = str(options["pooler"])
+    if options.get("prepare") is not None:
+        os.environ[PREPARE_ENV] = "1" if options["prepare"] else "0"
+
+
 def describe_dsn(dsn: str) -> str:
     """Where a DSN points, without its password: ``user@host:port/dbname``."""
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return "the given DSN"
-    host = str(parts.get("host") or "localhost")
-    port = parts.get("port")
-    user = parts.get("user")
-    where = f"{host}:{port}" if port else host
-    who = f"{user}@" if user else ""
-    return f"{who}{where}/{parts.get('dbname') or ''}"
+    return dsns.describe(dsn)
 
 
 def first_line(exc: BaseException) -> str:
@@ -85,12 +110,20 @@ def first_line(exc: BaseException) -> str:
 
 
 def translate(exc: BaseException, dsn: str | None) -> CliError | None:
-    """The CLI error for a store or driver exception; None for anything else (a bug)."""
+    """The CLI error for a store or driver exception, its message scrubbed of ``dsn``'s
+    password (a driver or pool message may quote it); None for anything else (a bug)."""
+    error = _translate(exc, dsn)
+    if error is None:
+        return None
+    return CliError(error.exit_code, dsns.scrub(error.message, dsn))
+
+
+def _translate(exc: BaseException, dsn: str | None) -> CliError | None:
     if isinstance(exc, CliError):
         return exc
     orig = getattr(exc, "orig", None)  # SQLAlchemy (under Alembic) wraps the driver's error
     if isinstance(orig, psycopg.Error):
-        return translate(orig, dsn)
+        return _translate(orig, dsn)
     if isinstance(exc, A2Error):
         if exc.code == "STORE_NOT_CONFIGURED":
             hint = "" if "a2pg migrate" in exc.message else f" ({MIGRATE_HINT})"

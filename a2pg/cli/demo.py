@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from ..demo import DemoConfig, DemoFailed, DemoRun, run_demo
 from ..demo.progress import ProgressBar
 from . import output as out
-from .common import EXIT_FAILED, EXIT_OK, fail
+from .common import EXIT_FAILED, EXIT_OK, fail, store_options
 from .options import from_args
 
 
@@ -59,14 +59,14 @@ async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
     bar = ProgressBar(config.units, sys.stderr, label="completions")
     try:
         if args.dsn is not None:
-            run = await run_demo(args.dsn, args.schema, config, bar)
+            run = await run_demo(args.dsn, args.schema, config, bar, store_options(args))
             data = report(run, "the given")
         else:
             from ..postgres.embedded import embedded_postgres
 
             bar.say("starting an embedded PostgreSQL in a temporary directory")
             with embedded_postgres() as dsn:
-                run = await run_demo(dsn, args.schema, config, bar)
+                run = await run_demo(dsn, args.schema, config, bar, store_options(args))
                 bar.say("stopping the embedded PostgreSQL")
             data = report(run, "embedded")
     except DemoFailed as exc:

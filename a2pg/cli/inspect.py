@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..postgres.connect import open_store
 from . import output as out
-from .common import EXIT_NOT_FOUND, EXIT_OK, fail
+from .common import EXIT_NOT_FOUND, EXIT_OK, fail, store_options
 
 if TYPE_CHECKING:
     from ..models import Head, RedriveAction
@@ -28,7 +28,7 @@ async def require_session(store: Store, session_id: str) -> None:
 
 
 async def cmd_sessions(args: argparse.Namespace, stdout: TextIO) -> int:
-    async with open_store(args.dsn, args.schema) as store:
+    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
         sessions = await store.sessions(after=args.after, limit=args.limit)
     if args.json:
         out.write_json(stdout, out.session_rows(sessions))
@@ -42,7 +42,7 @@ async def cmd_sessions(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 async def cmd_cursors(args: argparse.Namespace, stdout: TextIO) -> int:
-    async with open_store(args.dsn, args.schema) as store:
+    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
         await require_session(store, args.session)
         cursors = await store.cursors(args.session)
     now = datetime.now(UTC)
@@ -76,7 +76,7 @@ async def _all_dead_letters(store: Store) -> list[Head]:
 
 
 async def cmd_dead_letters(args: argparse.Namespace, stdout: TextIO) -> int:
-    async with open_store(args.dsn, args.schema) as store:
+    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
         if args.session is None:
             heads = await _all_dead_letters(store)
         else:
@@ -97,7 +97,7 @@ async def cmd_dead_letters(args: argparse.Namespace, stdout: TextIO) -> int:
 
 async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
     action: RedriveAction = "retry" if args.retry else "skip"
-    async with open_store(args.dsn, args.schema) as store:
+    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
         await require_session(store, args.session)
         result = await store.redrive(
             args.session, consumer=args.consumer, index=args.index, action=action
@@ -131,7 +131,7 @@ async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
 
 async def cmd_tail(args: argparse.Namespace, stdout: TextIO) -> int:
     """Prints the session's events after ``--after``, then live ones until SIGINT/SIGTERM."""
-    async with open_store(args.dsn, args.schema) as store:
+    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
         await require_session(store, args.session)
         if not args.follow:
             after = args.after

@@ -18,14 +18,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from psycopg.conninfo import make_conninfo
-
 from ..models import Head, LogSpec, NewEvent, Target
 from ..postgres.connect import open_store
+from ..postgres.dsn import to_libpq, with_options
 from ..postgres.probe import Probe
 from ..store import Store
 from ..worker import App
@@ -166,12 +166,20 @@ async def append_workload(store: Store, run: DemoRun) -> None:
     run.append_seconds = time.perf_counter() - started
 
 
-async def start_workers(run: DemoRun, dsn: str, schema: str | None, log: Path) -> list[Any]:
-    """``a2pg worker a2pg.demo:app`` processes, each named so ``pg_stat_activity`` shows it."""
+async def start_workers(
+    run: DemoRun,
+    dsn: str,
+    schema: str | None,
+    log: Path,
+    store_options: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """``a2pg worker a2pg.demo:app`` processes, each named so ``pg_stat_activity`` shows it,
+    with the demo's ``--pooler`` / ``--prepare`` (``store_options``) if it was given them."""
     procs = []
+    pooling = _pooling_args(store_options or {})
     for n in range(run.config.workers):
         env = dict(os.environ)
-        env["A2PG_DSN"] = make_conninfo(dsn, application_name=f"a2pg-demo-{run.run_id}-w{n}")
+        env["A2PG_DSN"] = with_options(dsn, application_name=f"a2pg-demo-{run.run_id}-w{n}")
         if schema:
             env["A2PG_SCHEMA"] = schema
         args = [
@@ -180,6 +188,7 @@ async def start_workers(run: DemoRun, dsn: str, schema: str | None, log: Path) -
             *("--max-failures", str(MAX_FAILURES)),
             *("--retry-base", str(RETRY_BASE), "--retry-cap", str(RETRY_CAP)),
             *("--log-level", "WARNING"),
+            *pooling,
         ]
         with log.open("ab") as sink:
             procs.append(
@@ -188,6 +197,16 @@ async def start_workers(run: DemoRun, dsn: str, schema: str | None, log: Path) -
                 )
             )
     return procs
+
+
+def _pooling_args(options: Mapping[str, Any]) -> list[str]:
+    """``open_store``'s ``pooler`` and ``prepare`` keywords as ``a2pg worker`` options."""
+    args: list[str] = []
+    if options.get("pooler") is not None:
+        args += ["--pooler", str(options["pooler"])]
+    if options.get("prepare") is not None:
+        args.append("--prepare" if options["prepare"] else "--no-prepare")
+    return args
 
 
 def _log_tail(log: Path, chars: int = 2000) -> str:
@@ -298,7 +317,15 @@ async def verify(store: Store, run: DemoRun) -> list[Check]:
     return result
 
 
-async def run_demo(dsn: str, schema: str | None, config: DemoConfig, bar: ProgressBar) -> DemoRun:
+async def run_demo(
+    dsn: str,
+    schema: str | None,
+    config: DemoConfig,
+    bar: ProgressBar,
+    store_options: Mapping[str, Any] | None = None,
+) -> DemoRun:
+    """Runs the demo on ``dsn``; ``store_options`` (``pooler``, ``prepare``) go to every
+    store it opens, its worker processes' too."""
     from ..postgres.layout import DEFAULT_SCHEMA
     from ..postgres.migrate import upgrade
 
@@ -307,12 +334,12 @@ async def run_demo(dsn: str, schema: str | None, config: DemoConfig, bar: Progre
     run = DemoRun(run_id=uuid.uuid4().hex[:8], config=config)
     with tempfile.TemporaryDirectory(prefix="a2pg-demo-") as tmp:
         log = Path(tmp) / "workers.log"
-        async with open_store(dsn, schema) as store:
+        async with open_store(dsn, schema, **(store_options or {})) as store:
             await store.register_consumers(app.consumers)
-            probe = await Probe.connect(dsn, schema or DEFAULT_SCHEMA)
+            probe = await Probe.connect(to_libpq(dsn), schema or DEFAULT_SCHEMA)
             run.server = await probe.server_version()
             bar.say(f"starting {config.workers} worker processes: a2pg worker a2pg.demo:app")
-            procs = await start_workers(run, dsn, schema, log)
+            procs = await start_workers(run, dsn, schema, log, store_options)
             try:
                 await wait_connected(probe, run, procs, log)
                 bar.say(

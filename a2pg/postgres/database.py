@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, LiteralString, TypeVar
@@ -24,8 +25,9 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from ..ids import Clock, IdGenerator
-from . import codec, queries
+from . import codec
 from .errors import log, retrying
+from .queries import Statements
 from .writes import SessionHead, WritePlan
 
 T = TypeVar("T")
@@ -35,6 +37,9 @@ Params = dict[str, Any]
 Statement = LiteralString | bytes | sql.Composed
 Finish = Callable[[], Awaitable[T]]
 """What a write transaction computes once committed (it may fetch queued results)."""
+
+RECONNECT_PROBE = 0.5
+"""Seconds between the store's own tries of a lost server while requests wait on the pool."""
 
 MAX_INDEX = 2**63 - 1
 """The largest index a bigint holds: the ``through`` of an unbounded read."""
@@ -112,6 +117,7 @@ class Tx:
     """
 
     conn: Conn
+    statements: Statements
     channel: str
     clock: Clock | None
     new_id: IdGenerator
@@ -121,8 +127,9 @@ class Tx:
     work: set[str] = field(default_factory=set)
     """Sessions where this transaction made work claimable without a NOTIFY statement."""
 
-    def query(self, name: str) -> LiteralString:
-        return queries.query(name)
+    def query(self, name: str, *, limit: int | None = None) -> bytes:
+        """Statement ``name`` rendered for the store's schema (see ``queries.Statements``)."""
+        return self.statements.query(name, limit=limit)
 
     async def execute(
         self, statement: Statement, params: Params | None = None
@@ -152,7 +159,9 @@ class Tx:
     async def apply(self, plan: WritePlan, *, notify: bool = True) -> None:
         """Queues the plan's writes and, unless ``notify`` is off, its NOTIFY."""
         self.plan = plan
-        self.notify = await plan.apply(self.conn, channel=self.channel, notify=notify)
+        self.notify = await plan.apply(
+            self.conn, statements=self.statements, channel=self.channel, notify=notify
+        )
 
 
 class Database:
@@ -162,20 +171,34 @@ class Database:
         self,
         pool: AsyncConnectionPool[Any],
         *,
+        statements: Statements,
         channel: str,
+        prepare: bool = True,
         clock: Clock | None,
         new_id: IdGenerator,
         announce: Announce,
     ) -> None:
         self.pool = pool
+        self.statements = statements
         self.channel = channel
+        self.prepare = prepare
         self.clock = clock
         self._new_id = new_id
         self._announce = announce
         self._pool_check: asyncio.Task[None] | None = None
 
-    def query(self, name: str) -> LiteralString:
-        return queries.query(name)
+    def query(self, name: str, *, limit: int | None = None) -> bytes:
+        """Statement ``name`` rendered for the store's schema (see ``queries.Statements``)."""
+        return self.statements.query(name, limit=limit)
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Conn]:
+        """A connection of the pool; with ``prepare`` off, psycopg prepares nothing on it
+        (also on a pool passed in, whose connections the store did not make)."""
+        async with self.pool.connection() as conn:
+            if not self.prepare:
+                conn.prepare_threshold = None
+            yield conn
 
     def now_param(self) -> datetime | None:
         """The injected clock's time, or None: SQL then takes the server's."""
@@ -187,7 +210,7 @@ class Database:
         """One statement on an autocommit connection (retried when transient); its rows."""
 
         async def run() -> list[DictRow]:
-            async with self.pool.connection() as conn:
+            async with self.connection() as conn:
                 cur = await execute(conn, statement, params)
                 return await cur.fetchall() if cur.description is not None else []
 
@@ -202,8 +225,8 @@ class Database:
         """
 
         async def run() -> T:
-            async with self.pool.connection() as conn:
-                tx = Tx(conn, self.channel, self.clock, self._new_id)
+            async with self.connection() as conn:
+                tx = Tx(conn, self.statements, self.channel, self.clock, self._new_id)
                 try:
                     # BEGIN and COMMIT are queued like any statement: psycopg's
                     # transaction() would add round trips of its own in pipeline mode.
@@ -236,6 +259,32 @@ class Database:
             await self.pool.check()
         except Exception as exc:  # the server may still be down: the next failure retries
             log.info("checking the pool's connections failed: %s", exc)
+        await self._reconnect_promptly()
+
+    async def _reconnect_promptly(self) -> None:
+        """psycopg_pool retries a lost server with a doubling delay (1, 2, 4, 8... s), so
+        after an outage of a minute its requests may wait another minute for the next
+        try. While requests wait and no connection is free, this tries the server itself
+        every ``RECONNECT_PROBE`` seconds and, once it answers, has the pool connect now
+        (``resize`` to one more than ``min_size`` starts a fresh attempt; back at once)."""
+        while not self.pool.closed:  # until the pool has a connection or the server answers
+            await asyncio.sleep(RECONNECT_PROBE)
+            stats = self.pool.get_stats()
+            if stats.get("pool_available", 0) > 0:
+                return
+            conninfo = self.pool.conninfo
+            if not stats.get("requests_waiting") or not isinstance(conninfo, str):
+                continue
+            try:
+                probe = await AsyncConnection.connect(conninfo, connect_timeout=2)
+            except psycopg.Error:
+                continue
+            await probe.close()
+            low, high = self.pool.min_size, self.pool.max_size
+            if low < high:
+                await self.pool.resize(low + 1, high)
+                await self.pool.resize(low, high)
+            return
 
     def close(self) -> None:
         """Stops a pool check in progress (the pool itself belongs to whoever opened it)."""

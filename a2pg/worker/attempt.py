@@ -19,7 +19,8 @@ from ..errors import A2Error
 from ..models import Completed, Completion, Head, NewEvent, Superseded
 from ..store import Store
 from .app import App, Registration, completion_events
-from .batch import CompletionBatcher, PendingCompletion
+from .batch import SEND_RETRY_BASE, CompletionBatcher, PendingCompletion
+from .health import StoreHealth
 
 log = logging.getLogger("a2pg.worker")
 
@@ -78,8 +79,10 @@ class AttemptRunner:
     dead-letter), superseded (the store no longer knows this attempt: its result is
     dropped), or released (shutdown cut it short: its stage becomes ``released`` and the
     worker hands the claim back with ``release_claims``, so another worker takes it at
-    once and no failure is counted). A store error on the way leaves the lease to lapse:
-    the next claim counts it as a failure and retries it.
+    once and no failure is counted). The store failing on the way (a lost connection)
+    does not end the attempt: its completion or failure is sent again until the store
+    answers, its lease renewed meanwhile; only a shutdown gives up on it (the lease then
+    lapses, and the next claim counts a failure).
     """
 
     def __init__(
@@ -95,8 +98,10 @@ class AttemptRunner:
         stats: WorkerStats,
         on_retry: Callable[[float], None],
         on_handler_done: Callable[[], None],
+        health: StoreHealth | None = None,
     ) -> None:
         self.store = store
+        self._health = health or StoreHealth(1.0)
         self._app = app
         self.batcher = batcher
         self.holder = holder
@@ -261,16 +266,27 @@ class AttemptRunner:
         head = attempt.head
         attempt.stage = "settling"
         retry_after = self.backoff.delay(head.failure_count + 1)
-        result = await self.store.fail_attempt(
-            head.session_id,
-            consumer=head.consumer,
-            lane=head.lane,
-            index=head.index,
-            attempt=head.attempt,
-            error=text,
-            max_failures=self.max_failures,
-            retry_after=retry_after,
-        )
+        delay = SEND_RETRY_BASE
+        while True:  # the same call again is idempotent: repeat it until the store answers
+            try:
+                async with self._health.call("fail_attempt"):
+                    result = await self.store.fail_attempt(
+                        head.session_id,
+                        consumer=head.consumer,
+                        lane=head.lane,
+                        index=head.index,
+                        attempt=head.attempt,
+                        error=text,
+                        max_failures=self.max_failures,
+                        retry_after=retry_after,
+                    )
+                break
+            except A2Error:
+                raise
+            except Exception as lost:
+                log.info("%s: recording the failure failed (%r); again", attempt.describe(), lost)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._health.every)
         if result.outcome == "failed":
             self.stats.failed += 1
             self._on_retry(retry_after)

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from ..errors import A2Error
 from ..models import CompleteResult, Completion
 from ..store import Store
+from .health import StoreHealth
 
 log = logging.getLogger("a2pg.worker")
 
-SEND_ATTEMPTS = 5
-"""How many times a batch is sent when the store fails in a way that is not an ``A2Error``."""
-
 SEND_RETRY_BASE = 0.05
-"""Seconds before the first re-send; doubles each time. Completions are idempotent replays."""
+"""Seconds before the first re-send; doubles each time up to the health's report interval.
+A batch is re-sent until the store answers (or the worker's shutdown gives up on it):
+completions are idempotent replays, and a dropped one would be a failure counted later."""
 
 
 @dataclass(eq=False, slots=True)
@@ -49,7 +49,9 @@ class CompletionBatcher:
 
     ``complete_attempts`` rejects a whole batch when one completion in it is bad
     (``INVALID_ARGUMENT``, ``PARTIAL_DUPLICATE_BATCH``...); the batcher then sends
-    each completion alone, so only the culprit's future gets the error.
+    each completion alone, so only the culprit's future gets the error. Any other
+    failure (a lost connection, a lost reply to a commit) re-sends the batch, with
+    backoff, until the store answers: a replay of what committed, the rest completed.
     """
 
     def __init__(
@@ -59,8 +61,10 @@ class CompletionBatcher:
         size: int,
         interval: float,
         on_batch: Callable[[int], None] | None = None,
+        health: StoreHealth | None = None,
     ) -> None:
         self._store = store
+        self._health = health or StoreHealth(1.0)
         self._size = size
         self._interval = interval
         self._on_batch = on_batch
@@ -146,9 +150,10 @@ class CompletionBatcher:
 
     async def _send(self, batch: list[PendingCompletion]) -> None:
         delay = SEND_RETRY_BASE
-        for attempt in range(1, SEND_ATTEMPTS + 1):
+        while True:
             try:
-                outcomes = await self._store.complete_attempts([e.completion for e in batch])
+                async with self._health.call("complete_attempts"):
+                    outcomes = await self._store.complete_attempts([e.completion for e in batch])
             except A2Error as error:
                 if len(batch) == 1:
                     _settle(batch[0], error=error)
@@ -161,15 +166,10 @@ class CompletionBatcher:
                     await self._send([entry])
                 return
             except Exception as error:
-                if attempt == SEND_ATTEMPTS:
-                    log.error("giving up on %d completions: %r", len(batch), error)
-                    for entry in batch:
-                        _settle(entry, error=error)
-                    return
                 self.stats.resends += 1
-                log.warning("sending %d completions failed (%r); retrying", len(batch), error)
+                log.info("sending %d completions failed (%r); re-sending", len(batch), error)
                 await asyncio.sleep(delay)
-                delay *= 2
+                delay = min(delay * 2, self._health.every)
                 continue
             if len(outcomes) != len(batch):
                 raise RuntimeError(

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from ..models import ClaimRef
 from ..store import Store
 from .attempt import Attempt, AttemptRunner
+from .health import StoreHealth
 from .settings import WorkerSettings
 
 log = logging.getLogger("a2pg.worker")
@@ -30,8 +31,15 @@ class LeaseRenewer:
     handler or withdraws the queued completion.
     """
 
-    def __init__(self, store: Store, runner: AttemptRunner, settings: WorkerSettings) -> None:
+    def __init__(
+        self,
+        store: Store,
+        runner: AttemptRunner,
+        settings: WorkerSettings,
+        health: StoreHealth | None = None,
+    ) -> None:
         self._store = store
+        self._health = health or StoreHealth(settings.poll_interval)
         self._runner = runner
         self._holder = settings.holder
         self._ttl = settings.ttl
@@ -68,12 +76,13 @@ class LeaseRenewer:
         newest, older = _newest(attempts)
         for attempt in older:  # our own older attempt of a head we re-claimed is stale
             self._runner.supersede(attempt)
-        result = await self._store.renew_claims(
-            session_id,
-            holder=self._holder,
-            claims=[a.head.attempt_ref for a in newest.values()],
-            ttl=self._ttl,
-        )
+        async with self._health.call("renew_claims"):
+            result = await self._store.renew_claims(
+                session_id,
+                holder=self._holder,
+                claims=[a.head.attempt_ref for a in newest.values()],
+                ttl=self._ttl,
+            )
         renewed, superseded = set(result.renewed), set(result.superseded)
         for ref, attempt in newest.items():
             if ref in superseded:
@@ -87,9 +96,12 @@ class LeaseRenewer:
         stats = self._runner.stats
         newest, older = _newest(attempts)
         stats.superseded += len(older)
-        result = await self._store.release_claims(
-            session_id, holder=self._holder, claims=[a.head.attempt_ref for a in newest.values()]
-        )
+        async with self._health.call("release_claims"):
+            result = await self._store.release_claims(
+                session_id,
+                holder=self._holder,
+                claims=[a.head.attempt_ref for a in newest.values()],
+            )
         released, superseded = set(result.released), set(result.superseded)
         for ref, attempt in newest.items():
             if ref in released:
@@ -132,11 +144,16 @@ async def _per_session(attempts: Sequence[Attempt], call: PerSession, what: str)
         *(run(sid, attempts) for sid, attempts in by_session.items()),
         return_exceptions=True,
     )
-    errors = 0
+    failures = [r for r in results if isinstance(r, Exception)]
     for result in results:
-        if isinstance(result, Exception):
-            errors += 1
-            log.warning("%s failed: %r", what, result)
-        elif isinstance(result, BaseException):
+        if isinstance(result, BaseException) and not isinstance(result, Exception):
             raise result
-    return errors
+    if failures:  # one line per pass, however many sessions: an outage fails them all
+        log.warning(
+            "%s failed for %d of %d sessions (%r); next pass tries again",
+            what,
+            len(failures),
+            len(results),
+            failures[0],
+        )
+    return len(failures)

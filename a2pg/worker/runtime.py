@@ -17,6 +17,7 @@ from ..wakeups import Subscription
 from .app import App
 from .attempt import Attempt, AttemptRunner, WorkerStats
 from .batch import CompletionBatcher
+from .health import StoreHealth
 from .lease import LeaseRenewer
 from .settings import WorkerSettings
 
@@ -39,6 +40,12 @@ class Worker:
     work may have appeared, ``poll_interval`` passes (covers missed notifications and
     other holders' lapsed leases), or one of its own backoffs ends, whichever first.
 
+    While the store cannot be reached the worker keeps its attempts: completions and
+    failures are re-sent until the store answers (replays, never a second append),
+    failed renewals are tried again next pass (a lease that outlives the outage costs
+    nothing), and ``health`` logs a WARNING at least every ``poll_interval`` saying for
+    how long and what waits, then one when the database answers again.
+
     Entry points: ``await run()`` (until ``stop()``), ``run_with_signals()`` (SIGTERM /
     SIGINT stop gracefully; a second signal forces), ``async with worker:`` (runs in
     the background for the block), ``run_until_idle()`` (tests, demos).
@@ -58,6 +65,7 @@ class Worker:
         self.store = store
         self.app = app
         self.stats = WorkerStats()
+        self.health = StoreHealth(self.settings.poll_interval)
         self._consumers = app.consumers
         self._inflight: dict[tuple[object, ...], Attempt] = {}
         self._wake = asyncio.Event()
@@ -136,13 +144,15 @@ class Worker:
         self._bind_events()
         log_consumers = self.app.log_consumers
         if log_consumers:
-            await self.store.register_consumers(log_consumers)
+            async with self.health.call("register_consumers"):
+                await self.store.register_consumers(log_consumers)
         wakeups = self._wakeups = self.store.wakeups()
         batcher = CompletionBatcher(
             self.store,
             size=self.flush_size,
             interval=self.flush_interval,
             on_batch=self._count_flush,
+            health=self.health,
         )
         batcher.start()
         self._runner = AttemptRunner(
@@ -156,11 +166,13 @@ class Worker:
             stats=self.stats,
             on_retry=self._note_retry,
             on_handler_done=self._handler_done,
+            health=self.health,
         )
-        self._renewer = LeaseRenewer(self.store, self._runner, self.settings)
+        self._renewer = LeaseRenewer(self.store, self._runner, self.settings, self.health)
         self._services = {
             "renewer": asyncio.create_task(self._renew_loop(), name="a2pg-worker-renewer"),
             "listener": asyncio.create_task(self._listen(wakeups), name="a2pg-worker-wakeups"),
+            "health": asyncio.create_task(self.health.watch(), name="a2pg-worker-health"),
         }
         self._started = True
 
@@ -308,18 +320,19 @@ class Worker:
                 self._claims_started += 1
                 seq = self._claims_started
                 try:
-                    heads = await self.store.claim_any(
-                        holder=self.holder,
-                        ttl=self.ttl,
-                        consumers=self._consumers,
-                        limit=limit,
-                        max_failures=self.max_failures,
-                    )
+                    async with self.health.call("claim_any"):
+                        heads = await self.store.claim_any(
+                            holder=self.holder,
+                            ttl=self.ttl,
+                            consumers=self._consumers,
+                            limit=limit,
+                            max_failures=self.max_failures,
+                        )
                 except Exception:
                     if until_idle:
                         raise
-                    self.stats.store_errors += 1
-                    log.exception("claim_any failed; trying again in %.1fs", self.poll_interval)
+                    self.stats.store_errors += 1  # the health logs it, once per poll interval
+                    log.debug("claim_any failed", exc_info=True)
                     await _wait_any(self._stop, within=self.poll_interval)
                     continue
                 for head in heads:

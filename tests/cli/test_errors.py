@@ -18,7 +18,8 @@ INSPECTIONS = [
     ["redrive", "s1", "c", "1", "--skip"],
     ["tail", "s1", "--no-follow"],
 ]
-WORKER = ["worker", "tests.cli.sample_app:app"]
+WORKER = ["worker", "tests.cli.sample_app:app", "--wait", "0"]
+"""``--wait 0``: fail at once rather than wait for the database (tests/cli/test_wait.py)."""
 
 
 @pytest.fixture

@@ -22,6 +22,9 @@ from a2pg.worker import WorkerSettings
 
 from .conftest import Cli
 
+SOMEWHERE = "postgresql://postgres@127.0.0.1:1/nothing"
+"""A well-formed DSN: these tests fail before anything connects."""
+
 RETRY_OPTIONS = ("--retry-base", "--retry-cap")
 """``WorkerSettings.backoff`` on the command line."""
 
@@ -127,7 +130,7 @@ def test_retry_options_fill_in_each_other() -> None:
 )
 @pytest.mark.parametrize("value", ["0", "-1", "x"])
 def test_a_bad_number_exits_2_with_one_error_line(cli: Cli, option: str, value: str) -> None:
-    result = cli("worker", "m:app", option, value, "--dsn", "x")
+    result = cli("worker", "m:app", option, value, "--dsn", SOMEWHERE)
     assert result.code == 2
     assert "Traceback" not in result.err
     errors = [line for line in result.err.splitlines() if "error:" in line]
@@ -144,12 +147,20 @@ def test_a_bad_number_exits_2_with_one_error_line(cli: Cli, option: str, value: 
         ),
         (["--retry-cap", "0.5"], "--retry-cap (0.5) must be at least --retry-base (1.0)"),
         (["--retry-base", "inf"], "Backoff.base must be a positive number of seconds, got inf"),
+        (
+            ["--retry-cap", "3e11"],
+            "Backoff.cap must be at least base (1.0) and at most 3155760000 seconds, got 300000000000.0",
+        ),
+        (
+            ["--ttl", "3e11"],
+            "ttl must be above 0 and at most 3155760000 seconds, got 300000000000.0",
+        ),
     ],
 )
 def test_bad_retry_options_exit_2_before_loading_the_app(
     cli: Cli, argv: list[str], message: str
 ) -> None:
-    result = cli("worker", "nowhere.to.be.found:app", *argv, "--dsn", "x")
+    result = cli("worker", "nowhere.to.be.found:app", *argv, "--dsn", SOMEWHERE)
     assert result.code == 2
     assert result.err.strip() == f"a2pg: error: {message}"
 

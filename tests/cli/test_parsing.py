@@ -9,6 +9,9 @@ from a2pg.cli.main import build_parser
 
 from .conftest import Cli, closed_port_dsn
 
+SOMEWHERE = "postgresql://postgres@127.0.0.1:1/nothing"
+"""A well-formed DSN: these tests fail before anything connects."""
+
 
 def parse(*argv: str) -> object:
     return build_parser().parse_args(list(argv))
@@ -32,16 +35,16 @@ def test_options_given_only_before_the_command_survive_the_subparser() -> None:
 
 def test_redrive_needs_exactly_one_action(cli: Cli) -> None:
     assert vars(parse("redrive", "s", "c", "3", "--skip"))["skip"] is True
-    neither = cli("redrive", "s", "c", "3", "--dsn", "x")
+    neither = cli("redrive", "s", "c", "3", "--dsn", SOMEWHERE)
     assert neither.code == 2
     assert "--retry" in neither.err
-    both = cli("redrive", "s", "c", "3", "--retry", "--skip", "--dsn", "x")
+    both = cli("redrive", "s", "c", "3", "--retry", "--skip", "--dsn", SOMEWHERE)
     assert both.code == 2
 
 
 @pytest.mark.parametrize("index", ["0", "-1", "x"])
 def test_redrive_index_must_be_positive(cli: Cli, index: str) -> None:
-    result = cli("redrive", "s", "c", index, "--skip", "--dsn", "x")
+    result = cli("redrive", "s", "c", index, "--skip", "--dsn", SOMEWHERE)
     assert result.code == 2
 
 
@@ -72,10 +75,14 @@ def test_worker_options_parse() -> None:
     assert args["log_level"] == "DEBUG"
 
 
-@pytest.mark.parametrize("bad", [["--concurrency", "0"], ["--ttl", "0"], ["--ttl", "nan"]])
+@pytest.mark.parametrize(
+    "bad",
+    [["--concurrency", "0"], ["--ttl", "0"], ["--ttl", "nan"], ["--wait", "-1"]],
+)
 def test_worker_rejects_non_positive_numbers(cli: Cli, bad: list[str]) -> None:
-    result = cli("worker", "m:app", *bad, "--dsn", "x")
+    result = cli("worker", "m:app", *bad, "--dsn", closed_port_dsn())
     assert result.code == 2
+    assert f"argument {bad[0]}:" in result.err
 
 
 def test_help_lists_commands_and_exit_codes(cli: Cli) -> None:
@@ -112,3 +119,32 @@ def test_dsn_comes_from_the_environment(cli: Cli, monkeypatch: pytest.MonkeyPatc
 
 def test_unknown_command_is_a_usage_error(cli: Cli) -> None:
     assert cli("frobnicate").code == 2
+
+
+@pytest.mark.parametrize("command", [["sessions"], ["worker", "m:app"], ["tail", "s1"]])
+def test_pooler_options_go_before_or_after_the_command(command: list[str]) -> None:
+    from a2pg.cli.common import store_options
+
+    def given(*argv: str) -> dict[str, object]:
+        return store_options(build_parser().parse_args(list(argv)))
+
+    options = ["--pooler", "transaction", "--no-prepare"]
+    for argv in ([*options, *command], [*command, *options]):
+        assert given(*argv) == {"pooler": "transaction", "prepare": False}
+    assert given(*command, "--prepare") == {"prepare": True}
+    assert given(*command) == {}  # the store reads A2PG_POOLER and A2PG_PREPARE itself
+
+
+def test_an_unknown_pooler_is_a_usage_error(cli: Cli) -> None:
+    result = cli("sessions", "--pooler", "pgbouncer", "--dsn", SOMEWHERE)
+    assert result.code == 2
+    assert "argument --pooler: invalid choice: 'pgbouncer'" in result.err
+
+
+def test_worker_waits_five_minutes_by_default(cli: Cli) -> None:
+    from a2pg.cli.startup import DEFAULT_WAIT
+
+    assert vars(parse("worker", "m:app"))["wait"] == DEFAULT_WAIT == 300.0
+    assert vars(parse("worker", "m:app", "--wait", "0"))["wait"] == 0.0
+    shown = " ".join(cli("worker", "--help").out.split())
+    assert "--wait SECONDS" in shown and "(default: 300.0)" in shown
