@@ -1,8 +1,9 @@
-"""``a2pg bench``: drain, append and wake-latency measurements on worker processes."""
+"""``a2pg bench``: a2pg's throughput, latency and memory beside the machine's commit ceiling."""
 
 from __future__ import annotations
 
 from .config import BenchConfig
-from .run import BenchFailed, run_bench
+from .errors import BenchFailed
+from .run import run_bench
 
 __all__ = ["BenchConfig", "BenchFailed", "run_bench"]

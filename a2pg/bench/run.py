@@ -1,252 +1,251 @@
-"""``a2pg bench``: end-to-end drain rate, append rates and wake latency, as medians of several runs.
+"""``a2pg bench``: a2pg's figures beside the machine's own commit ceiling, measured in each run.
 
-- drain: a backlog of targeted events is appended first, then P worker processes
-  (already connected and started) are released; events/s until no head is left.
-- append: single-event appends and batched appends from concurrent tasks.
-- wake latency: one idle worker process; from the moment ``append()`` returned
-  (its commit acknowledged) to the handler starting, with NOTIFY and polling only.
+Each run measures the commit ceiling (``ceiling.py``) on every connection count N a
+phase uses, then every phase (``phases.py``, ``history.py``); each a2pg figure is
+also a ratio to that run's ceiling on the phase's N. N is the phase's connection
+count: P worker processes x ``pool_size`` (each worker's store pool is opened at that
+size, min = max) for drains; the ``APPEND_TASKS`` appending tasks for appends. The
+report keeps, per figure, every run, the median, the spread (min-max) of the figure
+and of its ratio, and the target it is held to.
 """
 
 from __future__ import annotations
 
-import asyncio
-import math
-import multiprocessing
-import queue
-import random
-import statistics
+import dataclasses
 import time
-import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-from ..models import NewEvent, Target
 from ..postgres.connect import open_store
-from ..postgres.probe import Probe
-from ..store import Store
-from .config import BenchConfig
-from .worker import DRAIN_CONSUMER, PING_CONSUMER, WorkerSpec, worker_process
+from ..postgres.layout import DEFAULT_SCHEMA
+from . import ceiling, history, phases
+from .config import APPEND_TASKS, BenchConfig
+from .ledger import Ledger, load_average
+from .phases import Check, Where
+from .stats import Figure, best_of, percentile
 
-APPEND_TASKS = 4
-"""Concurrent appenders for the append measurements (each on its own sessions)."""
-APPEND_SESSIONS = 64
-DRAIN_POLL = 0.02
-STARTUP_TIMEOUT = 60.0
-DRAIN_TIMEOUT = 600.0
-PING_TIMEOUT = 10.0
-NOTIFY_PAUSE = 0.02
-"""Seconds between latency samples with NOTIFY, so each finds the worker idle."""
+MB = 1024 / 1_000_000
+"""MB (10^6 bytes) per KiB."""
 
 
-class BenchFailed(RuntimeError):
-    """A measurement could not finish (workers did not start, the drain stalled)."""
+class Bench:
+    """The figures and checks of one ``a2pg bench``, filled run by run."""
 
-
-@dataclass(slots=True)
-class Series:
-    """One measurement's value per run; reported as the median."""
-
-    name: str
-    unit: str
-    runs: list[float] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.runs) if self.runs else 0.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    ranked = sorted(values)
-    rank = max(1, min(len(ranked), math.ceil(q / 100 * len(ranked))))
-    return ranked[rank - 1]
-
-
-class Pool:
-    """Bench worker processes (spawned, so nothing of the parent's event loop leaks in)."""
-
-    def __init__(self, specs: list[WorkerSpec]) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.ready = [ctx.Event() for _ in specs]
-        self.go = ctx.Event()
-        self.stop = ctx.Event()
-        self.results: Any = ctx.Queue()
-        self.pings: Any = ctx.Queue()
-        self.procs = [
-            ctx.Process(
-                target=worker_process,
-                args=(spec, ready, self.go, self.stop, self.results, self.pings),
-                name=f"a2pg-bench-{n}",
-                daemon=True,
-            )
-            for n, (spec, ready) in enumerate(zip(specs, self.ready, strict=True))
+    def __init__(self, c: BenchConfig) -> None:
+        self.c = c
+        most, pool = c.most_processes, c.pool_size
+        self.ns = sorted({APPEND_TASKS, pool, *(p * pool for p in c.process_counts)})
+        self.checks: list[Check] = []
+        self.loads: list[list[float] | None] = []
+        """The load average as each run began: other work on the machine depresses figures."""
+        figures = [Figure(f"ceiling_{n}", f"commit ceiling, N={n}", "commits/s") for n in self.ns]
+        figures += [
+            Figure(f"drain_p{p}", f"drain, P={p}", "events/s", p * pool) for p in c.process_counts
         ]
+        figures += [
+            Figure("chain", f"chain to a lane, P={most}", "completions/s", most * pool),
+            Figure(
+                "append_single", f"append, single ({APPEND_TASKS} tasks)", "events/s", APPEND_TASKS
+            ),
+            Figure("append_batch", f"append, batches of {c.batch_size}", "events/s", APPEND_TASKS),
+            Figure("wake_notify_p50", "wake latency, NOTIFY, p50", "ms"),
+            Figure("wake_notify_p99", "wake latency, NOTIFY, p99", "ms"),
+            Figure("wake_poll_p50", f"wake latency, polling {c.poll_interval:g}s, p50", "ms"),
+            Figure("wake_poll_p99", f"wake latency, polling {c.poll_interval:g}s, p99", "ms"),
+            Figure(
+                "history_base",
+                f"drain, {c.history_base:,} done in store, P={most}",
+                "events/s",
+                most * pool,
+            ),
+            Figure(
+                "history_full",
+                f"drain, {c.history:,} done in store, P={most}",
+                "events/s",
+                most * pool,
+            ),
+            Figure("history_ratio", f"history drain {c.history:,} / {c.history_base:,}", "x"),
+            Figure(
+                "memory_drain",
+                f"drain, P=1 at concurrency {c.memory_concurrency}",
+                "events/s",
+                pool,
+            ),
+            Figure("worker_rss", f"worker peak RSS at concurrency {c.memory_concurrency}", "MB"),
+        ]
+        self.figures = {f.key: f for f in figures}
 
-    async def start(self) -> None:
-        for proc in self.procs:
-            proc.start()
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not all(event.is_set() for event in self.ready):
-            if any(not p.is_alive() for p in self.procs) or time.monotonic() > deadline:
-                raise BenchFailed("bench worker processes did not start (see their errors above)")
-            await asyncio.sleep(0.02)
+    def add(self, key: str, value: float, ceilings: dict[int, float]) -> None:
+        figure = self.figures[key]
+        figure.add(value, None if figure.connections is None else ceilings[figure.connections])
 
-    async def finish(self) -> list[dict[str, int]]:
-        """Stops the workers and collects their stats."""
-        self.go.set()
-        self.stop.set()
-        stats: list[dict[str, int]] = []
-        for _ in self.procs:
-            try:
-                stats.append(await asyncio.to_thread(self.results.get, True, 30.0))
-            except queue.Empty:
-                break
-        for proc in self.procs:
-            await asyncio.to_thread(proc.join, 10.0)
-            if proc.is_alive():
-                proc.kill()
-        return stats
+    def drained(self, key: str, result: phases.Drained, ceilings: dict[int, float]) -> None:
+        self.add(key, result.rate, ceilings)
+        self.checks.extend(result.checks)
 
-
-async def measure_drain(
-    store: Store, probe: Probe, dsn: str, schema: str | None, c: BenchConfig, tag: str
-) -> tuple[float, int]:
-    """Events/s for P processes draining a backlog of ``events`` event-cursor heads."""
-    per_session = max(1, c.events // c.sessions)
-    total = per_session * c.sessions
-    spec = WorkerSpec(dsn, schema, "drain", c.concurrency)
-    pool = Pool([spec] * c.workers)
-    await pool.start()
-    try:
-        target = (Target(DRAIN_CONSUMER),)
-        gate = asyncio.Semaphore(APPEND_TASKS)
-
-        async def fill(i: int) -> None:
-            batch = [NewEvent("bench.job", {"n": n}, targets=target) for n in range(per_session)]
-            async with gate:
-                await store.append(f"bench-{tag}-drain-{i}", batch)
-
-        await asyncio.gather(*(fill(i) for i in range(c.sessions)))
-        started = time.perf_counter()
-        pool.go.set()
-        while (await probe.counts()).live:
-            if time.perf_counter() - started > DRAIN_TIMEOUT:
-                raise BenchFailed(f"the drain did not finish in {DRAIN_TIMEOUT:.0f} s")
-            await asyncio.sleep(DRAIN_POLL)
-        elapsed = time.perf_counter() - started
-    finally:
-        stats = await pool.finish()
-    completed = sum(s.get("completed", 0) for s in stats)
-    return total / elapsed, completed - total
-
-
-async def _append_rate(count: int, size: int, append: Callable[[int], Awaitable[None]]) -> float:
-    """Events/s of ``count`` appends of ``size`` events from APPEND_TASKS tasks."""
-    todo = iter(range(count))
-
-    async def task() -> None:
-        for i in todo:
-            await append(i)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(task() for _ in range(APPEND_TASKS)))
-    return count * size / (time.perf_counter() - started)
-
-
-async def measure_appends(store: Store, c: BenchConfig, tag: str) -> tuple[float, float]:
-    async def single(i: int) -> None:
-        await store.append(f"bench-{tag}-single-{i % APPEND_SESSIONS}", [NewEvent("bench.one")])
-
-    async def batched(i: int) -> None:
-        events = [NewEvent("bench.many", {"n": n}) for n in range(c.batch_size)]
-        await store.append(f"bench-{tag}-batch-{i % APPEND_SESSIONS}", events)
-
-    return (
-        await _append_rate(c.appends, 1, single),
-        await _append_rate(c.batches, c.batch_size, batched),
-    )
-
-
-async def measure_latency(
-    store: Store, dsn: str, schema: str | None, c: BenchConfig, tag: str, *, listen: bool
-) -> list[float]:
-    """Seconds from ``append()`` returning to the handler starting, one idle worker."""
-    poll = 1.0 if listen else c.poll_interval
-    pool = Pool([WorkerSpec(dsn, schema, "ping", 1, poll_interval=poll, listen=listen)])
-    await pool.start()
-    pool.go.set()
-    samples: list[float] = []
-    rng = random.Random(tag)
-    try:
-        for i in range(c.latency_samples):
-            # Pauses desynchronise appends from the poll cycle (polling only) and let the
-            # worker go idle again (NOTIFY) so each sample measures a wake-up.
-            await asyncio.sleep(rng.uniform(0, poll) if not listen else NOTIFY_PAUSE)
-            event = NewEvent("bench.ping", {"i": i}, targets=(Target(PING_CONSUMER),))
-            result = await store.append(f"bench-{tag}-ping-{i % 8}", [event])
-            committed = time.time()
-            while True:
-                try:
-                    event_id, started = await asyncio.to_thread(pool.pings.get, True, PING_TIMEOUT)
-                except queue.Empty:
-                    raise BenchFailed(
-                        f"a ping was not handled within {PING_TIMEOUT:.0f} s"
-                    ) from None
-                if event_id == result.events[0].id:
-                    break
-            samples.append(max(0.0, started - committed))
-    finally:
-        await pool.finish()
-    return samples
+    def report(self) -> dict[str, Any]:
+        drains = [self.figures[f"drain_p{p}"] for p in self.c.process_counts]
+        chosen = best_of(drains)
+        best = chosen.renamed(
+            "drain_best", f"drain, best P (P={chosen.key.removeprefix('drain_p')})"
+        )
+        figures = {**self.figures, best.key: best}
+        ordered = [k for k in figures if k.startswith(("ceiling_", "drain_p"))] + [best.key]
+        ordered += [k for k in figures if k not in ordered]
+        data = {key: figures[key].as_json() for key in ordered}
+        targets = [
+            {"figure": key, "name": f["name"], **f["target"]}
+            for key, f in data.items()
+            if f["target"] is not None
+        ]
+        return {
+            "ok": all(check.ok for check in self.checks),
+            "figures": data,
+            "targets": targets,
+            "checks": [dataclasses.asdict(check) for check in self.checks],
+        }
 
 
 async def run_bench(dsn: str, schema: str | None, c: BenchConfig, log: TextIO) -> dict[str, Any]:
-    from ..postgres.layout import DEFAULT_SCHEMA
-    from ..postgres.migrate import upgrade
-
-    await asyncio.to_thread(upgrade, dsn, schema or DEFAULT_SCHEMA)
-    series = {
-        "drain": Series(f"end-to-end drain, {c.workers} worker processes", "events/s"),
-        "append_single": Series(f"append, single events ({APPEND_TASKS} tasks)", "events/s"),
-        "append_batched": Series(f"append, batches of {c.batch_size}", "events/s"),
-        "wake_notify_p50": Series("wake latency with NOTIFY, p50", "ms"),
-        "wake_notify_p99": Series("wake latency with NOTIFY, p99", "ms"),
-        "wake_poll_p50": Series(f"wake latency polling every {c.poll_interval}s, p50", "ms"),
-        "wake_poll_p99": Series(f"wake latency polling every {c.poll_interval}s, p99", "ms"),
-    }
-    extra_completions = 0
-    async with open_store(dsn, schema) as store:
-        probe = await Probe.connect(dsn, schema or DEFAULT_SCHEMA)
-        server = await probe.server_version()
-        try:
-            for run in range(1, c.runs + 1):
-                tag = f"{uuid.uuid4().hex[:6]}-{run}"
-                log.write(f"run {run}/{c.runs}: drain...")
-                log.flush()
-                rate, extra = await measure_drain(store, probe, dsn, schema, c, tag)
-                series["drain"].runs.append(rate)
-                extra_completions += extra
-                log.write(" appends...")
-                log.flush()
-                single, batched = await measure_appends(store, c, tag)
-                series["append_single"].runs.append(single)
-                series["append_batched"].runs.append(batched)
-                for listen, key in ((True, "notify"), (False, "poll")):
-                    log.write(f" latency ({key})...")
-                    log.flush()
-                    lat = await measure_latency(store, dsn, schema, c, tag, listen=listen)
-                    series[f"wake_{key}_p50"].runs.append(percentile(lat, 50) * 1000)
-                    series[f"wake_{key}_p99"].runs.append(percentile(lat, 99) * 1000)
-                log.write(" done\n")
-        finally:
-            await probe.close()
+    """Measures everything ``c.runs`` times; returns the report ``a2pg bench --json`` prints."""
+    base = schema or DEFAULT_SCHEMA
+    await history.migrate(dsn, base)
+    bench = Bench(c)
+    ledger = await Ledger.connect(dsn)
+    table = ceiling.scratch_name()
+    stores: list[str] = []
+    try:
+        machine = await ledger.machine()
+        machine["load_average_start"] = load_average()
+        await ceiling.create_table(ledger.conn, base, table)
+        for size in (c.history_base, c.history):
+            name = history.schema_name(base, size)
+            stores.append(name)
+            log.write(f"loading {size:,} completed events into schema {name}...")
+            log.flush()
+            await history.migrate(dsn, name)
+            await history.load(ledger, name, size, log)
+            log.write(" done\n")
+        for run in range(1, c.runs + 1):
+            await _one_run(bench, dsn, base, table, stores, ledger, run, log)
+        machine["load_average_runs"] = bench.loads
+        machine["load_average_end"] = load_average()
+    finally:
+        await ceiling.drop_table(ledger.conn, base, table)
+        for name in stores:
+            await ledger.drop_schema(name)
+        await ledger.close()
     return {
-        "server": server,
-        "config": asdict(c),
-        "extra_completions": extra_completions,
-        "results": {
-            key: {"name": s.name, "unit": s.unit, "median": s.median, "runs": s.runs}
-            for key, s in series.items()
+        "machine": machine,
+        "config": dataclasses.asdict(c),
+        "ceiling": {
+            "shape": ceiling.SHAPE,
+            "connections": bench.ns,
+            "how": "N raw psycopg connections, not autocommit, one thread each, "
+            "in min(N, CPU cores) processes, for ceiling_seconds",
+            "n": f"the phase's connection count: P worker processes x pool_size {c.pool_size} "
+            f"for drains, {APPEND_TASKS} tasks for appends",
         },
+        **bench.report(),
     }
+
+
+async def _one_run(
+    bench: Bench,
+    dsn: str,
+    base: str,
+    table: str,
+    stores: list[str],
+    ledger: Ledger,
+    run: int,
+    log: TextIO,
+) -> None:
+    """One run: the ceilings, then every phase, each figure recorded with its ratio."""
+    c = bench.c
+    tag = f"{table[-8:]}-{run}"
+
+    def say(text: str) -> None:
+        log.write(text)
+        log.flush()
+
+    began = time.monotonic()
+    bench.loads.append(load_average())
+    say(f"run {run}/{c.runs}: ceiling")
+    ceilings: dict[int, float] = {}
+    for n in bench.ns:
+        say(f" N={n}...")
+        ceilings[n] = await ceiling.measure(ledger.conn, dsn, base, table, n, c.ceiling_seconds)
+        bench.add(f"ceiling_{n}", ceilings[n], ceilings)
+    async with open_store(dsn, base) as store:
+        where = Where(dsn, base, store, ledger)
+        for p in c.process_counts:
+            say(f" drain P={p}...")
+            result = await phases.drain(
+                where,
+                label=f"run {run} drain P={p}",
+                prefix=f"bench-{tag}-drain{p}",
+                events=c.events,
+                sessions=c.sessions,
+                processes=p,
+                concurrency=c.concurrency,
+                pool_size=c.pool_size,
+            )
+            bench.drained(f"drain_p{p}", result, ceilings)
+        say(" chain...")
+        result = await phases.drain(
+            where,
+            label=f"run {run} chain",
+            prefix=f"bench-{tag}-chain",
+            events=c.chain_inputs,
+            sessions=c.sessions,
+            processes=c.most_processes,
+            concurrency=c.concurrency,
+            pool_size=c.pool_size,
+            chain=True,
+        )
+        bench.drained("chain", result, ceilings)
+        say(" appends...")
+        single, batched = await phases.appends(store, c, tag)
+        bench.add("append_single", single, ceilings)
+        bench.add("append_batch", batched, ceilings)
+        for listen, mode in ((True, "notify"), (False, "poll")):
+            say(f" latency ({mode})...")
+            samples = await phases.latency(where, c, tag, listen=listen)
+            bench.add(f"wake_{mode}_p50", percentile(samples, 50) * 1000, ceilings)
+            bench.add(f"wake_{mode}_p99", percentile(samples, 99) * 1000, ceilings)
+        say(" memory...")
+        result = await phases.drain(
+            where,
+            label=f"run {run} memory",
+            prefix=f"bench-{tag}-memory",
+            events=c.memory_events,
+            sessions=c.sessions,
+            processes=1,
+            concurrency=c.memory_concurrency,
+            pool_size=c.pool_size,
+            fresh=True,
+        )
+        bench.drained("memory_drain", result, ceilings)
+        bench.add("worker_rss", result.peak_rss_kb * MB, ceilings)
+    rates: list[float] = []
+    for key, name, size in zip(
+        ("history_base", "history_full"), stores, (c.history_base, c.history), strict=True
+    ):
+        say(f" history {size:,}...")
+        async with open_store(dsn, name) as store:
+            if run == 1:
+                bench.checks.append(await history.check(store, size))
+            result = await phases.drain(
+                Where(dsn, name, store, ledger),
+                label=f"run {run} drain, {size:,} done in store",
+                prefix=f"bench-{tag}-history",
+                events=c.history_events,
+                sessions=c.sessions,
+                processes=c.most_processes,
+                concurrency=c.concurrency,
+                pool_size=c.pool_size,
+            )
+        await history.forget(ledger, name, result.ids)
+        bench.drained(key, result, ceilings)
+        rates.append(result.rate)
+    bench.add("history_ratio", rates[1] / rates[0], ceilings)
+    say(f" done in {time.monotonic() - began:.0f} s\n")

@@ -5,18 +5,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
+import resource
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..models import Head
+from ..models import Head, NewEvent, Target
 from ..store import Store
 from ..worker.app import App
 
 DRAIN_CONSUMER = "bench-drain"
+CHAIN_CONSUMER = "bench-chain"
+LANE_CONSUMER = "bench-lane"
+CHAIN_LANE = "out"
 PING_CONSUMER = "bench-ping"
+CHAINED_TYPE = "bench.chained"
+CHAINED_TARGET = Target(LANE_CONSUMER, CHAIN_LANE)
 
 drain_app = App()
+chain_app = App()
 ping_app = App()
 GO_POLL = 0.002
 STOP_POLL = 0.05
@@ -29,11 +37,26 @@ async def drain(head: Head) -> None:
     return None
 
 
+@chain_app.consumer(CHAIN_CONSUMER)
+async def chain(head: Head) -> list[NewEvent]:
+    """Completes with one event for the lane consumer of the same session (the outbox path)."""
+    return [NewEvent(CHAINED_TYPE, {"from": head.index}, targets=(CHAINED_TARGET,))]
+
+
+@chain_app.consumer(LANE_CONSUMER)
+async def lane(head: Head) -> None:
+    """Does nothing: takes the chained events, one at a time per session."""
+    return None
+
+
 @ping_app.consumer(PING_CONSUMER)
 async def ping(head: Head) -> None:
     """Reports when it started, to measure the wake latency from the append's commit."""
     _pings.put((head.event.id, time.time()))
     return None
+
+
+APPS = {"drain": drain_app, "chain": chain_app, "ping": ping_app}
 
 
 async def _until(event: Any, interval: float) -> None:
@@ -48,17 +71,28 @@ class WorkerSpec:
     """What one bench worker process runs (picklable: it crosses a spawn)."""
 
     dsn: str
-    schema: str | None
-    app: str  # "drain" or "ping"
+    schema: str
+    app: str  # a key of APPS
     concurrency: int
+    pool_size: int = 10
     poll_interval: float = 1.0
     listen: bool = True
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident set size in KiB (VmHWM, else ``ru_maxrss``)."""
+    with contextlib.suppress(OSError), open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def worker_process(
     spec: WorkerSpec, ready: Any, go: Any, stop: Any, results: Any, pings: Any
 ) -> None:
-    """Process entry: open the store, start the worker, wait for ``go``, run until ``stop``."""
+    """Process entry: open the store, start the worker, wait for ``go``, run until ``stop``;
+    then report the worker's stats and this process's peak RSS."""
     global _pings
     _pings = pings
     stats = asyncio.run(_serve(spec, ready, go, stop))
@@ -67,19 +101,23 @@ def worker_process(
 
 async def _serve(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> dict[str, int]:
     from ..postgres import PostgresStore
+    from ..postgres.connect import env_pooler, env_prepare
     from ..worker.polling import PollingOnly
     from ..worker.runtime import Worker
 
-    if spec.schema is None:
-        store = await PostgresStore.open(spec.dsn)
-    else:
-        store = await PostgresStore.open(spec.dsn, schema=spec.schema)
+    store = await PostgresStore.open(  # the pooler settings come as open_store's do
+        spec.dsn,
+        schema=spec.schema,
+        min_size=spec.pool_size,
+        max_size=spec.pool_size,
+        prepare=env_prepare(os.environ),
+        pooler=env_pooler(os.environ) or "none",
+    )
     try:
         served: Store = store if spec.listen else PollingOnly(store)
-        app = drain_app if spec.app == "drain" else ping_app
         worker = Worker(
             served,
-            app,
+            APPS[spec.app],
             concurrency=spec.concurrency,
             poll_interval=spec.poll_interval,
             shutdown_grace=5.0,
@@ -95,6 +133,6 @@ async def _serve(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> dict[str, 
         with contextlib.suppress(asyncio.CancelledError):
             await waiting
         await running
-        return dataclasses.asdict(worker.stats)
+        return {**dataclasses.asdict(worker.stats), "rss_peak_kb": peak_rss_kb()}
     finally:
         await store.close()
