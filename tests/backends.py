@@ -2,19 +2,28 @@
 
 Loaded by ``tests/conftest.py`` (``pytest_plugins``). ``store`` and ``make_store`` are
 parametrized over the backends ``A2PG_TEST_BACKENDS`` names (comma-separated; default:
-all of :data:`BACKENDS`). Adding a backend is one :class:`Backend` entry: where a test's
-data lives (made once per test) and how to open one more client on it. A file-backed
-store, for instance, would take ``tmp_path / "a2.db"`` as its storage.
+the :data:`BACKENDS` marked ``default``: memory and postgres). Adding a backend is one
+:class:`Backend` entry: where a test's data lives (made once per test) and how to open
+one more client on it. A file-backed store, for instance, would take
+``tmp_path / "a2.db"`` as its storage.
+
+``pgbouncer-transaction`` and ``pgbouncer-session`` (not run by default: ``.ci/run``
+selects them) run the same suites through a PgBouncer of the test run's own, on schema
+``a2`` of a database that also holds the layout in ``public``: after each test, every
+row must be in ``a2`` (a statement that leaned on a search_path would have written to
+``public``, as a store behind a transaction pooler once did).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from a2pg.contract import DEFAULT_LIMITS, Limits
 from a2pg.ids import FakeClock, SequentialIds
@@ -26,6 +35,7 @@ if TYPE_CHECKING:
 BACKENDS_ENV = "A2PG_TEST_BACKENDS"
 
 MakeStore = Callable[[], Awaitable[Store]]
+OpenStore = Callable[[Any, FakeClock, SequentialIds, Limits], Awaitable[Store]]
 """Opens another client of the test's storage (the same instance for memory)."""
 
 
@@ -36,11 +46,20 @@ class Backend:
     name: str
     storage: Callable[[pytest.FixtureRequest], Any]
     """Where this test's data lives (a DSN, a file path), made once per test."""
-    open: Callable[[Any, FakeClock, SequentialIds, Limits], Awaitable[Store]]
+    open: OpenStore
     """One more client on ``storage``, on the test's clock, ids and limits."""
     one_instance: bool = False
     """Every ``make_store()`` returns the first client: the store is its own storage."""
     marks: tuple[pytest.MarkDecorator, ...] = ()
+    default: bool = True
+    """Run when ``A2PG_TEST_BACKENDS`` is not set."""
+    family: str = ""
+    """The implementation behind it (``postgres`` for PostgreSQL through PgBouncer too):
+    what a known bug of one implementation is marked by. Default: ``name``."""
+
+    @property
+    def implementation(self) -> str:
+        return self.family or self.name
 
 
 def _no_storage(request: pytest.FixtureRequest) -> None:
@@ -67,16 +86,150 @@ async def _open_postgres(dsn: str, clock: FakeClock, ids: SequentialIds, limits:
     return await PostgresStore.open(dsn, clock=clock, ids=ids, limits=limits)
 
 
+# -- PostgreSQL through PgBouncer --------------------------------------------------------
+
+BOUNCED_SCHEMA = "a2"
+BOUNCED_POLL_INTERVAL = 0.05
+"""Behind a transaction pooler other clients' writes reach streams and wakeups by the
+poll alone: a short one keeps the suites' waits short."""
+
+
+class BouncedDatabase:
+    """One database with a2pg's layout in ``a2`` and in ``public``, handed from test to
+    test (rows of ``a2`` deleted in between), and the check that ``public`` got nothing."""
+
+    def __init__(self, server_dsn: str) -> None:
+        from a2pg.postgres.migrate import upgrade
+        from a2pg.testing import create_database, unique_name
+
+        self.server_dsn = server_dsn
+        self.name = unique_name("a2pg_bounced")
+        self.dsn = create_database(server_dsn, self.name)
+        upgrade(self.dsn)
+        upgrade(self.dsn, schema=BOUNCED_SCHEMA)
+
+    def _tables(self, conn: psycopg.Connection[Any], schema: str) -> list[str]:
+        rows = conn.execute(
+            "select table_name from information_schema.tables"
+            " where table_schema = %s and table_name like 'a2!_%%' escape '!'"
+            " order by table_name",
+            (schema,),
+        ).fetchall()
+        return [str(row[0]) for row in rows]
+
+    def written_outside(self) -> dict[str, int]:
+        """Rows in ``public``'s a2pg tables (its layout records aside): none is right."""
+        from a2pg.postgres.layout import VERSION_TABLE
+
+        found: dict[str, int] = {}
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for table in self._tables(conn, "public"):
+                if table in ("a2_meta", VERSION_TABLE):
+                    continue
+                query = sql.SQL("select count(*) from public.{}").format(sql.Identifier(table))
+                row = conn.execute(query).fetchone()
+                if row is not None and row[0]:
+                    found[f"public.{table}"] = int(row[0])
+        return found
+
+    def check_nothing_outside(self) -> None:
+        """Fails the test that wrote outside ``a2`` (and empties ``public`` for the next)."""
+        found = self.written_outside()
+        if found:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                for table in found:
+                    conn.execute(
+                        sql.SQL("delete from public.{}").format(
+                            sql.Identifier(table.removeprefix("public."))
+                        )
+                    )
+        assert not found, f"rows written outside schema {BOUNCED_SCHEMA!r}: {found}"
+
+    def checkout(self) -> str:
+        """Empties schema a2's tables (not its layout records) and returns the DSN."""
+        from a2pg.postgres.layout import TABLES
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn, conn.transaction():
+            for table in TABLES:
+                if table != "a2_meta":
+                    conn.execute(
+                        sql.SQL("delete from {}.{}").format(
+                            sql.Identifier(BOUNCED_SCHEMA), sql.Identifier(table)
+                        )
+                    )
+        return self.dsn
+
+    def drop(self) -> None:
+        from a2pg.testing import drop_database
+
+        drop_database(self.server_dsn, self.name)
+
+
+@pytest.fixture(scope="session")
+def bounced_database(postgres_server_dsn: str) -> Iterator[BouncedDatabase]:
+    database = BouncedDatabase(postgres_server_dsn)
+    yield database
+    database.drop()
+
+
+def _bounced(pool_mode: str) -> Callable[[pytest.FixtureRequest], str]:
+    def storage(request: pytest.FixtureRequest) -> str:
+        bouncer = request.getfixturevalue("pgbouncer")(pool_mode)
+        database: BouncedDatabase = request.getfixturevalue("bounced_database")
+        dsn = database.checkout()
+        request.addfinalizer(database.check_nothing_outside)
+        return str(bouncer.dsn(dsn))
+
+    return storage
+
+
+def _open_bounced(
+    pooler: str,
+) -> Callable[[str, FakeClock, SequentialIds, Limits], Awaitable[Store]]:
+    async def open_store(dsn: str, clock: FakeClock, ids: SequentialIds, limits: Limits) -> Store:
+        from a2pg.postgres import PostgresStore
+        from a2pg.postgres.connect import check_pooler
+
+        return await PostgresStore.open(
+            dsn,
+            schema=BOUNCED_SCHEMA,
+            clock=clock,
+            ids=ids,
+            limits=limits,
+            pooler=check_pooler(pooler),
+            poll_interval=BOUNCED_POLL_INTERVAL,
+        )
+
+    return open_store
+
+
 BACKENDS = (
     Backend("memory", _no_storage, _open_memory, one_instance=True),
     Backend("postgres", _postgres_database, _open_postgres, marks=(pytest.mark.postgres,)),
+    Backend(
+        "pgbouncer-transaction",
+        _bounced("transaction"),
+        _open_bounced("transaction"),
+        marks=(pytest.mark.postgres,),
+        default=False,
+        family="postgres",
+    ),
+    Backend(
+        "pgbouncer-session",
+        _bounced("session"),
+        _open_bounced("session"),
+        marks=(pytest.mark.postgres,),
+        default=False,
+        family="postgres",
+    ),
 )
 _BY_NAME = {backend.name: backend for backend in BACKENDS}
 
 
 def selected_backends() -> list[Backend]:
     """The backends ``A2PG_TEST_BACKENDS`` names, in its order; unknown names stop the run."""
-    raw = os.environ.get(BACKENDS_ENV, ",".join(_BY_NAME))
+    default = ",".join(backend.name for backend in BACKENDS if backend.default)
+    raw = os.environ.get(BACKENDS_ENV, default)
     names = [name.strip() for name in raw.split(",") if name.strip()]
     unknown = sorted(set(names) - set(_BY_NAME))
     if unknown:

@@ -23,7 +23,7 @@ from ..models import (
     RenewResult,
     Settled,
 )
-from . import codec, queries
+from . import codec
 from .database import MAX_INDEX, Database, Finish, Tx
 from .log import names_of
 from .writes import columns, push
@@ -88,7 +88,7 @@ async def claim_any(db: Database, args: ClaimAnyArgs) -> list[Head]:
         "max_failures": args.max_failures,
         "names": names_of(args.consumers),
     }
-    rows = await db.run(queries.claim_any(args.limit), params, idempotent=False)
+    rows = await db.run(db.query("claim_any", limit=args.limit), params, idempotent=False)
     return [codec.head(row) for row in rows]
 
 

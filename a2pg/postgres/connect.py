@@ -1,81 +1,262 @@
-"""How PostgresStore's connections are set up, and the check of a pool passed in."""
+"""How PostgresStore reaches its database: connections, pooler settings, startup checks."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from psycopg import AsyncConnection, sql
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
 
 from ..errors import invalid
-from .database import Conn, execute
+from .database import Conn
+from .dsn import scrub, to_libpq
+from .layout import ensure_layout
 
 if TYPE_CHECKING:
     from .store import PostgresStore
 
 Configure = Callable[[AsyncConnection[Any]], Awaitable[None]]
+Pooler = Literal["none", "session", "transaction"]
+POOLERS: tuple[str, ...] = get_args(Pooler)
 
-CONNECT_TIMEOUT = 10
-"""Seconds ``open_store`` waits for the database before reporting it unreachable."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds a store waits for a new connection, and for each statement of its startup
+(the layout check), before reporting the database unreachable."""
 
-_DRIVER_PREFIX = re.compile(r"^postgres(?:ql)?(?:\+\w+)?://")
+pool_log = logging.getLogger("psycopg.pool")
+"""psycopg_pool's logger: its warnings quote connection errors, so a store scrubs them."""
 
-
-def to_libpq_dsn(dsn: str) -> str:
-    """``postgresql+psycopg://`` and ``postgres://`` URLs as libpq reads them; other DSNs as is."""
-    return _DRIVER_PREFIX.sub("postgresql://", dsn, count=1)
+PREPARE_ENV = "A2PG_PREPARE"
+POOLER_ENV = "A2PG_POOLER"
+_TRUE = ("1", "true", "yes")
+_FALSE = ("0", "false", "no")
 
 
 def configure_connection(schema: str) -> Configure:
-    """The pool ``configure`` callback a store needs: search_path on its schema, UTC.
+    """Kept for pools built for a2pg before 0.2: the store needs no connection set-up now.
 
-    Pass it (with ``kwargs={"autocommit": True}``) when building a pool of your own
-    for ``PostgresStore.open``.
+    Every statement names its schema and calls ``pg_catalog`` functions, so neither the
+    search_path nor the TimeZone matters; a pool of your own only needs
+    ``kwargs={"autocommit": True}``. This callback does nothing (setting the
+    search_path here would leak to other clients behind a transaction-mode pooler).
     """
-    statement = sql.SQL("set search_path to {}; set timezone to 'UTC'").format(
-        sql.Identifier(schema)
-    )
 
     async def configure(conn: AsyncConnection[Any]) -> None:
-        await conn.execute(statement)
+        return None
 
     return configure
 
 
 async def check_pool_connection(conn: Conn, schema: str) -> None:
-    """A pool passed in must hand out what the store's statements assume."""
-    cur = await execute(conn, "select current_schema() as schema")
-    row = await cur.fetchone()
-    if not conn.autocommit or row is None or row["schema"] != schema:
+    """A pool passed in must hand out autocommit connections (the store runs single
+    statements outside transactions and begins its own)."""
+    if not conn.autocommit:
         raise invalid(
-            "the pool passed to PostgresStore.open must hand out autocommit connections "
-            f"whose search_path is schema {schema!r}: build it with "
-            f"kwargs={{'autocommit': True}}, configure=configure_connection({schema!r})"
+            "the pool passed to PostgresStore.open must hand out autocommit connections: "
+            "build it with kwargs={'autocommit': True}"
         )
 
 
-async def check_reachable(dsn: str) -> None:
+def connection_kwargs(*, prepare: bool, timeout: float) -> dict[str, Any]:
+    """What every connection of a store is opened with. ``prepare=False`` stops psycopg
+    preparing statements (``prepare_threshold=None``), which a transaction-mode pooler
+    without prepared-statement support breaks on."""
+    kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": timeout_seconds(timeout)}
+    if not prepare:
+        kwargs["prepare_threshold"] = None
+    return kwargs
+
+
+def timeout_seconds(timeout: float) -> int:
+    """libpq's ``connect_timeout`` is whole seconds (2 at least, as libpq enforces)."""
+    return max(2, round(timeout))
+
+
+async def connect(dsn: str, **kwargs: Any) -> Conn:
+    """One connection to ``dsn`` (already checked by ``to_libpq``); a failure is a
+    ``psycopg.OperationalError`` whose message holds no password."""
+    try:
+        return await AsyncConnection.connect(dsn, **kwargs)
+    except psycopg.OperationalError as exc:
+        raise psycopg.OperationalError(scrub(str(exc).strip(), dsn)) from None
+
+
+async def check_reachable(dsn: str, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
     """Connects once, with a short timeout: an unreachable database fails in seconds with
     ``psycopg.OperationalError`` (a pool would keep retrying until its own timeout)."""
-    conn = await AsyncConnection.connect(
-        to_libpq_dsn(dsn), connect_timeout=CONNECT_TIMEOUT, autocommit=True
+    conn = await connect(
+        to_libpq(dsn), autocommit=True, connect_timeout=timeout_seconds(connect_timeout)
     )
     await conn.close()
 
 
+class ScrubPassword(logging.Filter):
+    """Removes one DSN's password from the records of a logger (psycopg_pool's warnings
+    quote the driver's connection errors)."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__()
+        self._dsn = dsn
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = scrub(message, self._dsn)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+@dataclass
+class Reach:
+    """How one store reaches its database: the pool, the connection streams and wakeups
+    listen and poll on, and the password kept out of what is logged."""
+
+    pool: AsyncConnectionPool[Any]
+    owns_pool: bool
+    conninfo: str
+    """The listen connection's DSN."""
+    conn_kwargs: dict[str, Any]
+    secret: str | None
+    prepare: bool
+    connect_timeout: float
+    log_filter: ScrubPassword | None = None
+
+    @classmethod
+    async def build(
+        cls,
+        dsn: str | AsyncConnectionPool[Any],
+        *,
+        schema: str,
+        min_size: int,
+        max_size: int,
+        listen_dsn: str | None,
+        prepare: bool,
+        connect_timeout: float,
+    ) -> Reach:
+        """Checks the settings; for a DSN, connects once and checks the layout there (an
+        unreachable server fails within ``connect_timeout`` with the driver's own reason,
+        where a pool would retry for 30s), then makes the pool (not yet open)."""
+        if not isinstance(prepare, bool):
+            raise invalid(f"prepare must be True, False or None: got {prepare!r}")
+        if not (isinstance(connect_timeout, int | float) and connect_timeout > 0):
+            raise invalid(f"connect_timeout must be a positive number: got {connect_timeout!r}")
+        kwargs = connection_kwargs(prepare=prepare, timeout=connect_timeout)
+        if isinstance(dsn, AsyncConnectionPool):
+            conninfo = listen_dsn or dsn.conninfo
+            if not isinstance(conninfo, str):
+                raise invalid("a pool with a callable conninfo needs listen_dsn= for its LISTEN")
+            given = dsn.kwargs if isinstance(dsn.kwargs, dict) else {}
+            reach = cls(
+                dsn, False, to_libpq(conninfo), {**given, **kwargs}, conninfo, prepare,
+                connect_timeout,
+            )  # fmt: skip
+        else:
+            pool_conninfo = to_libpq(dsn)
+            first = await connect(pool_conninfo, **kwargs)
+            try:
+                await ensure_layout(first, schema, statement_timeout=connect_timeout)
+            finally:
+                await first.close()
+            pool = AsyncConnectionPool(
+                pool_conninfo,
+                min_size=min_size,
+                max_size=max_size,
+                kwargs=dict(kwargs),
+                open=False,
+                name=f"a2pg[{schema}]",
+            )
+            conninfo = to_libpq(listen_dsn or dsn)
+            reach = cls(pool, True, conninfo, kwargs, dsn, prepare, connect_timeout)
+        if reach.secret:
+            reach.log_filter = ScrubPassword(reach.secret)
+            pool_log.addFilter(reach.log_filter)
+        return reach
+
+    async def listen(self) -> Conn:
+        """A new connection for streams and wakeups."""
+        return await connect(self.conninfo, **self.conn_kwargs)
+
+    def scrub(self, text: str) -> str:
+        return text if self.secret is None else scrub(text, self.secret)
+
+    async def start(self, schema: str) -> None:
+        """Opens the store's own pool (within the connect timeout), or checks the one
+        passed in: autocommit connections, and the layout."""
+        if self.owns_pool:
+            await self.pool.open(wait=True, timeout=self.connect_timeout)
+            return
+        async with self.pool.connection() as conn:
+            if not self.prepare:
+                conn.prepare_threshold = None
+            await check_pool_connection(conn, schema)
+            await ensure_layout(conn, schema, statement_timeout=self.connect_timeout)
+
+
+def env_prepare(environ: Mapping[str, str]) -> bool | None:
+    """``A2PG_PREPARE`` (``0/1/false/true/no/yes``), or None when unset."""
+    raw = environ.get(PREPARE_ENV, "").strip().lower()
+    if not raw:
+        return None
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise invalid(f"{PREPARE_ENV} must be one of 0, 1, false, true, no, yes: got {raw!r}")
+
+
+def env_pooler(environ: Mapping[str, str]) -> Pooler | None:
+    """``A2PG_POOLER`` (``none``, ``session`` or ``transaction``), or None when unset."""
+    raw = environ.get(POOLER_ENV, "").strip().lower()
+    if not raw:
+        return None
+    return check_pooler(raw, setting=POOLER_ENV)
+
+
+def check_pooler(pooler: object, *, setting: str = "pooler") -> Pooler:
+    if pooler == "none":
+        return "none"
+    if pooler == "session":
+        return "session"
+    if pooler == "transaction":
+        return "transaction"
+    raise invalid(f"{setting} must be one of {', '.join(POOLERS)}: got {pooler!r}")
+
+
 @asynccontextmanager
-async def open_store(dsn: str, schema: str | None = None) -> AsyncIterator[PostgresStore]:
-    """A ``PostgresStore`` on a reachable (see ``check_reachable``), migrated database
-    (``STORE_NOT_CONFIGURED`` otherwise), closed on exit."""
-    await check_reachable(dsn)
+async def open_store(
+    dsn: str,
+    schema: str | None = None,
+    *,
+    prepare: bool | None = None,
+    pooler: Pooler | None = None,
+    connect_timeout: float | None = None,
+) -> AsyncIterator[PostgresStore]:
+    """A ``PostgresStore`` on a reachable, migrated database (``STORE_NOT_CONFIGURED``
+    otherwise), closed on exit: what the CLI opens.
+
+    ``prepare`` and ``pooler`` left None take ``A2PG_PREPARE`` and ``A2PG_POOLER`` from
+    the environment (so a command's child processes inherit them), else the store's
+    defaults; see ``PostgresStore.open``.
+    """
+    from .layout import DEFAULT_SCHEMA
     from .store import PostgresStore
 
-    store = (
-        await PostgresStore.open(dsn)
-        if schema is None
-        else await PostgresStore.open(dsn, schema=schema)
+    if prepare is None:
+        prepare = env_prepare(os.environ)
+    if pooler is None:
+        pooler = env_pooler(os.environ) or "none"
+    store = await PostgresStore.open(
+        dsn,
+        schema=DEFAULT_SCHEMA if schema is None else schema,
+        prepare=prepare,
+        pooler=pooler,
+        connect_timeout=CONNECT_TIMEOUT if connect_timeout is None else connect_timeout,
     )
     try:
         yield store

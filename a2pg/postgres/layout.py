@@ -15,7 +15,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from ..errors import A2Error
-from .connect import to_libpq_dsn
+from .dsn import to_libpq
 
 LAYOUT = "cursors-1"
 """The layout a2pg's store reads and writes, recorded in ``a2_meta``."""
@@ -26,6 +26,8 @@ REVISIONS = ("0001", "0002")
 HEAD_REVISION = REVISIONS[-1]
 VERSION_TABLE = "a2_alembic_version"
 DEFAULT_SCHEMA = "public"
+CONNECT_TIMEOUT_SECONDS = 10
+"""How long ``inspect_layout`` waits for a connection of its own."""
 
 TABLES = (
     "a2_meta",
@@ -44,19 +46,28 @@ TABLES = (
 LayoutState = Literal["current", "empty", "older", "newer", "pre-consumer", "unknown"]
 
 
+# Catalogs and functions are pg_catalog's by name, as in every statement of the store:
+# nothing here depends on the connection's search_path.
 _CATALOG_SQL = """
 select
-    to_regclass(format('%%I.a2_meta', %(schema)s::text)) is not null,
+    pg_catalog.to_regclass(pg_catalog.format('%%I.a2_meta', %(schema)s::text)) is not null,
     exists (
-        select 1 from pg_attribute
-        where attrelid = to_regclass(format('%%I.a2_events', %(schema)s::text))
+        select 1 from pg_catalog.pg_attribute
+        where attrelid = pg_catalog.to_regclass(
+                  pg_catalog.format('%%I.a2_events', %(schema)s::text))
           and attname = 'processed_at' and not attisdropped
     ),
     exists (
-        select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        select 1
+          from pg_catalog.pg_class c
+          join pg_catalog.pg_namespace n on n.oid = c.relnamespace
         where n.nspname = %(schema)s and c.relname = any(%(tables)s)
     )
 """
+
+_STATEMENT_TIMEOUT_SQL = "select pg_catalog.set_config('statement_timeout', %(ms)s, true)"
+"""The startup checks' timeout, for their transaction only (``SET LOCAL``): a session
+setting or a startup parameter would not survive a transaction-mode pooler."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +178,9 @@ def inspect_layout(
     """
     check_schema(schema)
     if isinstance(conn_or_dsn, str):
-        with psycopg.connect(to_libpq_dsn(conn_or_dsn), autocommit=True) as conn:
+        with psycopg.connect(
+            to_libpq(conn_or_dsn), autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+        ) as conn:
             return inspect_connection(conn, schema)
     conn = conn_or_dsn
     if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
@@ -189,14 +202,26 @@ async def _inspect_async(conn: psycopg.AsyncConnection[Any], schema: str) -> Lay
 
 
 async def ensure_layout(
-    conn: psycopg.AsyncConnection[Any], schema: str = DEFAULT_SCHEMA
+    conn: psycopg.AsyncConnection[Any],
+    schema: str = DEFAULT_SCHEMA,
+    *,
+    statement_timeout: float | None = None,
 ) -> LayoutStatus:
-    """Raises ``STORE_NOT_CONFIGURED`` (naming ``a2pg migrate``) unless the layout is current."""
+    """Raises ``STORE_NOT_CONFIGURED`` (naming ``a2pg migrate``) unless the layout is current.
+
+    With ``statement_timeout`` (seconds), the check runs in a transaction of its own
+    under that timeout: a lock held by a migration cannot hang a store's startup. A
+    connection already in a transaction is read as it is.
+    """
     check_schema(schema)
-    if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+    in_transaction = conn.info.transaction_status != TransactionStatus.IDLE
+    if in_transaction or (conn.autocommit and statement_timeout is None):
         status = await _inspect_async(conn, schema)
     else:
         async with conn.transaction():
+            if statement_timeout is not None:
+                ms = str(max(1, round(statement_timeout * 1000)))
+                await conn.execute(_STATEMENT_TIMEOUT_SQL, {"ms": ms})
             status = await _inspect_async(conn, schema)
     if not status.is_current:
         raise status.error()

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from .connect import to_libpq_dsn
+from .dsn import to_libpq
 from .layout import DEFAULT_SCHEMA, LayoutStatus, check_schema, inspect_connection
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def create_engine(dsn: str) -> Engine:
     import sqlalchemy
     from sqlalchemy.pool import NullPool
 
-    conninfo = to_libpq_dsn(dsn)
+    conninfo = to_libpq(dsn)
     return sqlalchemy.create_engine(
         "postgresql+psycopg://", creator=lambda: psycopg.connect(conninfo), poolclass=NullPool
     )
@@ -135,7 +135,9 @@ def preamble(schema: str) -> list[sql.Composed]:
     key = sql.Literal(LOCK_KEY_PREFIX + check_schema(schema))
     ident = sql.Identifier(schema)
     return [
-        sql.SQL("select pg_advisory_xact_lock(hashtextextended({}, 0))").format(key),
+        sql.SQL(
+            "select pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended({}, 0))"
+        ).format(key),
         sql.SQL("create schema if not exists {}").format(ident),
         sql.SQL("set local search_path to {}").format(ident),
     ]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg import errors as pg
 from psycopg_pool import AsyncConnectionPool
 
@@ -31,7 +31,6 @@ from ..contract.args import (
 )
 from ..contract.limits import DEFAULT_LIMITS, Limits
 from ..contract.rules import refuse_log_targets
-from ..errors import invalid
 from ..ids import Clock, IdGenerator, uuid7
 from ..models import (
     AppendResult,
@@ -59,14 +58,16 @@ from ..models import (
 )
 from ..wakeups import Wakeups
 from . import claims as claiming
-from . import clear, log, snapshots
+from . import clear, log, queries, snapshots
 from . import completions as outcomes
-from .connect import check_pool_connection, configure_connection, to_libpq_dsn
-from .database import Conn, Database, Finish, Tx
-from .layout import DEFAULT_SCHEMA, check_schema, ensure_layout
+from .connect import CONNECT_TIMEOUT, Pooler, Reach, ScrubPassword, check_pooler, pool_log
+from .database import Database, Finish, Tx
+from .layout import DEFAULT_SCHEMA, check_schema
 from .presence import PostgresPresence
 from .registry import Registry
-from .streams import Connect, Listener, channel_name
+from .streams import Connect, Listener, Scrub, channel_name
+
+logger = logging.getLogger("a2pg.postgres")
 
 
 class PostgresStore:
@@ -78,11 +79,15 @@ class PostgresStore:
     pipelined so their reads cost one round trip and their writes ride with the
     commit. Times come from the database server unless a ``clock`` is injected.
 
+    Nothing depends on a connection's state: every statement names the store's schema
+    and calls ``pg_catalog`` functions, so the store works the same behind a
+    connection pooler (see :meth:`open`) and whatever the search_path or TimeZone.
+
     Each method checks its arguments (``a2pg.contract.args``), then runs its area's
     function (``log``, ``claims``, ``completions``, ``snapshots``, ``clear``) in one
     transaction or statement. Build one with :meth:`open`; the constructor takes an
-    open pool whose connections are autocommit and configured with
-    :func:`configure_connection`, and ``listen``, which opens the LISTEN connection.
+    open pool of autocommit connections and ``listen``, which opens the connection
+    that streams and wakeups listen and poll on.
     """
 
     def __init__(
@@ -97,16 +102,34 @@ class PostgresStore:
         limits: Limits = DEFAULT_LIMITS,
         registry_ttl: float = 1.0,
         poll_interval: float = 1.0,
+        prepare: bool = True,
+        notifications: bool = True,
+        scrub: Scrub = str,
     ) -> None:
         self._schema = check_schema(schema)
         self._owns_pool = owns_pool
         self._limits = limits
+        self._log_filter: ScrubPassword | None = None
+        statements = queries.statements(schema)
         channel = channel_name(schema)
         self._listener = Listener(
-            connect=listen, channel=channel, poll_interval=poll_interval, clock=clock
+            connect=listen,
+            statements=statements,
+            channel=channel,
+            poll_interval=poll_interval,
+            clock=clock,
+            max_session_id=limits.max_session_id_length,
+            listen=notifications,
+            scrub=scrub,
         )
         self._db = Database(
-            pool, channel=channel, clock=clock, new_id=ids or uuid7, announce=self._announce
+            pool,
+            statements=statements,
+            channel=channel,
+            prepare=prepare,
+            clock=clock,
+            new_id=ids or uuid7,
+            announce=self._announce,
         )
         self._registry = Registry(self._db, ttl=registry_ttl)
         self._presence = PostgresPresence(self._db, limits)
@@ -125,62 +148,81 @@ class PostgresStore:
         registry_ttl: float = 1.0,
         poll_interval: float = 1.0,
         listen_dsn: str | None = None,
+        prepare: bool | None = None,
+        pooler: Pooler = "none",
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> PostgresStore:
         """Opens a pool on ``dsn`` (or uses ``dsn`` if it is a pool already) and checks that
         ``schema`` holds the current a2pg layout (``STORE_NOT_CONFIGURED`` otherwise).
 
-        A pool of your own must hand out autocommit connections configured with
-        :func:`configure_connection`; the store leaves it open on ``close()``.
+        A pool of your own must hand out autocommit connections
+        (``kwargs={"autocommit": True}``); the store leaves it open on ``close()``.
         ``registry_ttl`` bounds how long a registration made by another process takes
         to reach this store's writes; ``poll_interval`` is how often streams and
         wakeups look for what notifications may have missed. Streams and wakeups use
         one extra connection of their own, to ``listen_dsn`` (default: the pool's DSN).
+
+        Behind a connection pooler, say which kind with ``pooler``:
+
+        - ``"none"`` (default) or ``"session"`` (PgBouncer ``pool_mode = session``):
+          streams and wakeups LISTEN for notifications, and poll.
+        - ``"transaction"`` (PgBouncer ``pool_mode = transaction``): LISTEN would
+          silently never fire there, so the store does not listen (it says so once at
+          INFO); streams and wakeups of other processes' writes come from the poll
+          alone, every ``poll_interval``. ``prepare`` then defaults to False.
+
+        ``prepare`` (default: True unless ``pooler="transaction"``): whether psycopg may
+        prepare the statements it runs often. PgBouncer in transaction mode keeps
+        protocol-level prepared statements from version 1.21 on when
+        ``max_prepared_statements`` is above 0 (0 was its default before 1.24): there
+        ``prepare=True`` works and saves planning. Older PgBouncer, or
+        ``max_prepared_statements = 0``, needs ``prepare=False``, else statements fail
+        with ``prepared statement "_pg3_0" already exists`` (or ``does not exist``, or
+        ``bind message supplies 0 parameters``). Off, it sets ``prepare_threshold=None``
+        on every connection the store uses, a pool passed in included.
+
+        ``connect_timeout`` bounds each new connection and each statement of this
+        startup (the layout check, under a ``statement_timeout`` set for its
+        transaction only): an unreachable server fails ``open()`` within it, with a
+        ``psycopg.OperationalError`` that quotes no password.
         """
         check_schema(schema)
-        configure = configure_connection(schema)
-        conn_kwargs: dict[str, Any] = {}
-        if isinstance(dsn, AsyncConnectionPool):
-            pool, owns_pool = dsn, False
-            conninfo = listen_dsn or pool.conninfo
-            if not isinstance(conninfo, str):
-                raise invalid("a pool with a callable conninfo needs listen_dsn= for its LISTEN")
-            if isinstance(pool.kwargs, dict):
-                conn_kwargs.update(pool.kwargs)
-        else:
-            conninfo, owns_pool = to_libpq_dsn(listen_dsn or dsn), True
-            pool = AsyncConnectionPool(
-                to_libpq_dsn(dsn),
-                min_size=min_size,
-                max_size=max_size,
-                kwargs={"autocommit": True},
-                configure=configure,
-                open=False,
-                name=f"a2pg[{schema}]",
-            )
-            await pool.open(wait=True)
-        conn_kwargs["autocommit"] = True
-
-        async def listen() -> Conn:
-            conn = await AsyncConnection.connect(to_libpq_dsn(conninfo), **conn_kwargs)
-            await configure(conn)
-            return conn
-
-        store = cls(
-            pool,
-            listen=listen,
+        pooler = check_pooler(pooler)
+        if prepare is None:
+            prepare = pooler != "transaction"
+        reach = await Reach.build(
+            dsn,
             schema=schema,
-            owns_pool=owns_pool,
+            min_size=min_size,
+            max_size=max_size,
+            listen_dsn=listen_dsn,
+            prepare=prepare,
+            connect_timeout=connect_timeout,
+        )
+        store = cls(
+            reach.pool,
+            listen=reach.listen,
+            schema=schema,
+            owns_pool=reach.owns_pool,
             clock=clock,
             ids=ids,
             limits=limits,
             registry_ttl=registry_ttl,
             poll_interval=poll_interval,
+            prepare=prepare,
+            notifications=pooler != "transaction",
+            scrub=reach.scrub,
         )
+        store._log_filter = reach.log_filter
+        if pooler == "transaction":
+            logger.info(
+                "a2pg store on schema %r behind a transaction-mode pooler: not listening "
+                "(LISTEN never fires there); streams and wakeups poll every %ss",
+                schema,
+                poll_interval,
+            )
         try:
-            async with pool.connection() as conn:
-                await ensure_layout(conn, schema)
-                if not owns_pool:
-                    await check_pool_connection(conn, schema)
+            await reach.start(schema)
         except BaseException:
             await store.close()
             raise
@@ -192,6 +234,9 @@ class PostgresStore:
         self._db.close()
         if self._owns_pool:
             await self._db.pool.close()
+        if self._log_filter is not None:
+            pool_log.removeFilter(self._log_filter)
+            self._log_filter = None
 
     @property
     def schema(self) -> str:

@@ -1,19 +1,23 @@
 """Streams and wakeups on PostgreSQL: the LISTEN connection and the poll that feed them.
 
 One dedicated connection per store (not from the pool) listens on the schema's
-channel. A notification carries only ``{"session_id", "head"}``: streams read the
-events themselves from the table, so a lost or duplicated signal can only delay
-them, never skip or repeat an event. The same loop polls every ``poll_interval``
-(sessions with claimable heads for wakeups, session heads for streams) and after
-every reconnect, so missed notifications, backoff expiries, lease lapses and a
-listener that never hears anything (behind a transaction-mode pooler) still reach
-every subscriber. Writes of this store signal its own subscribers directly too.
+channel. A notification only says "look at session X": any role that may connect
+can send one, so nothing in it is trusted. Streams read the events themselves from
+the table and wakeups lead to claims that check the table, so a lost, duplicated or
+forged signal can only delay or cost a read, never skip, repeat or hold back an
+event. The same loop polls every ``poll_interval`` (sessions with claimable heads
+for wakeups, session heads for streams) and after every reconnect, so missed
+notifications, backoff expiries, lease lapses and a listener that never hears
+anything still reach every subscriber. Behind a transaction-mode pooler, where
+LISTEN silently never fires, the store does not listen at all and the poll alone
+feeds them. Writes of this store signal its own subscribers directly too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import weakref
@@ -30,7 +34,7 @@ from ..backoff import Backoff
 from ..models import StoredEvent
 from ..wakeups import Wakeups
 from .errors import connection_lost
-from .queries import query
+from .queries import Statements
 
 log = logging.getLogger("a2pg.postgres.streams")
 
@@ -45,15 +49,43 @@ POLL_TIMEOUT_FACTOR = 5
 
 CHANNEL_PREFIX = "a2pg_"
 MAX_CHANNEL_BYTES = 63
+CHANNEL_HASH_CHARS = 16
+"""Hex digits of the schema's hash in the channel of a schema too long to spell out."""
 
 Connect = Callable[[], Awaitable[AsyncConnection[Any]]]
 ReadAfter = Callable[[int], Awaitable[list[StoredEvent]]]
+Scrub = Callable[[str], str]
 
 
 def channel_name(schema: str) -> str:
-    """The NOTIFY channel of a schema: ``a2pg_<schema>``, cut to PostgreSQL's 63 bytes."""
-    raw = (CHANNEL_PREFIX + schema).encode()[:MAX_CHANNEL_BYTES]
-    return raw.decode(errors="ignore")
+    """The NOTIFY channel of a schema: ``a2pg_<schema>`` when that fits PostgreSQL's 63
+    bytes, else ``a2pg_<start of schema>_<hash of the whole name>``, so two long schemas
+    that share a prefix never share a channel."""
+    whole = CHANNEL_PREFIX + schema
+    if len(whole.encode()) <= MAX_CHANNEL_BYTES:
+        return whole
+    digest = hashlib.sha256(schema.encode()).hexdigest()[:CHANNEL_HASH_CHARS]
+    room = MAX_CHANNEL_BYTES - len(CHANNEL_PREFIX) - 1 - CHANNEL_HASH_CHARS
+    start = schema.encode()[:room].decode(errors="ignore")
+    return f"{CHANNEL_PREFIX}{start}_{digest}"
+
+
+def session_of(payload: str, max_length: int) -> str | None:
+    """The session a notification names, or None when it names none a store could hold.
+
+    The payload is ``{"session_id": ..., ...}``; anything else in it (older a2pg sent the
+    session's head) is ignored: a notification is a hint to look, never a fact.
+    """
+    if not payload.startswith("{"):
+        return None
+    try:
+        message = json.loads(payload)
+    except (ValueError, RecursionError):  # a forged '{"a": [[[[...' nests past the stack
+        return None
+    session_id = message.get("session_id") if isinstance(message, dict) else None
+    if not isinstance(session_id, str) or not 0 < len(session_id) <= max_length:
+        return None
+    return session_id
 
 
 class Listener:
@@ -63,18 +95,29 @@ class Listener:
         self,
         *,
         connect: Connect,
+        statements: Statements,
         channel: str,
         poll_interval: float,
         clock: Callable[[], datetime] | None,
+        max_session_id: int,
+        listen: bool = True,
+        scrub: Scrub = str,
         reconnect: Backoff | None = None,
     ) -> None:
         self._connect = connect
+        self._statements = statements
         self._channel = channel
         self._poll_interval = poll_interval
         self._clock = clock
+        self._max_session_id = max_session_id
+        self._listen_enabled = listen
+        self._scrub = scrub
         self._reconnect = reconnect or Backoff(base=0.1, cap=5.0)
         self._streams: dict[str, set[asyncio.Event]] = {}
-        self._heads: dict[str, int] = {}
+        self._polled_heads: dict[str, int] = {}
+        """Each streamed session's head as the last poll read it from the table: a poll
+        wakes a session's streams only when it changed (notifications never touch it)."""
+        self._malformed = 0
         self._wakeups: weakref.WeakSet[Wakeups] = weakref.WeakSet()
         self._task: asyncio.Task[None] | None = None
         self._conn: AsyncConnection[Any] | None = None
@@ -86,14 +129,8 @@ class Listener:
 
     # -- signals ---------------------------------------------------------------------------
 
-    def committed(self, session_id: str, head: int | None = None) -> None:
-        """New events may be readable in ``session_id``: its streams look again."""
-        if head is not None:
-            known = self._heads.get(session_id)
-            if known is not None and head <= known:
-                return
-            if session_id in self._streams:
-                self._heads[session_id] = head
+    def committed(self, session_id: str) -> None:
+        """New events may be readable in ``session_id``: its streams read the table again."""
         for signal in self._streams.get(session_id, ()):
             signal.set()
 
@@ -124,7 +161,8 @@ class Listener:
                         raise
                     failures += 1  # the database is away: wait for it, the stream lives on
                     delay = self._reconnect.delay(failures)
-                    log.warning("a2pg stream cannot read (%s); again in %.2fs", exc, delay)
+                    reason = self._scrub(str(exc))
+                    log.warning("a2pg stream cannot read (%s); again in %.2fs", reason, delay)
                     await asyncio.sleep(delay)
                     continue
                 if not batch:
@@ -139,7 +177,7 @@ class Listener:
                 subscribers.discard(signal)
                 if not subscribers:
                     del self._streams[session_id]
-                    self._heads.pop(session_id, None)
+                    self._polled_heads.pop(session_id, None)
 
     def wakeups(self) -> Wakeups:
         subscriber = Wakeups(self)
@@ -188,8 +226,9 @@ class Listener:
                 failures += 1
                 delay = self._reconnect.delay(failures)
                 if isinstance(exc, psycopg.Error | OSError):
+                    reason = self._scrub(str(exc))
                     log.warning(
-                        "a2pg listener lost its connection (%s); again in %.2fs", exc, delay
+                        "a2pg listener lost its connection (%s); again in %.2fs", reason, delay
                     )
                 else:
                     log.exception("a2pg listener failed; again in %.2fs", delay)
@@ -199,9 +238,12 @@ class Listener:
     async def _listen(self) -> None:
         conn = await self._connect()
         self._conn = conn
+        if not self._listen_enabled:
+            await self._poll_only(conn)
+            return
         await conn.execute(sql.SQL("listen {}").format(sql.Identifier(self._channel)))
         self._ping = f"{PING_PREFIX}{conn.info.backend_pid}"
-        await conn.execute("select pg_notify(%s, %s)", (self._channel, self._ping))
+        await conn.execute("select pg_catalog.pg_notify(%s, %s)", (self._channel, self._ping))
         self.hears_itself = None
         self.connected.set()
         # Whatever was announced while we were not listening is found by a poll; a
@@ -219,27 +261,35 @@ class Listener:
                     self.hears_itself = False
                     log.warning(
                         "a2pg listener on %r never heard its own notification: LISTEN "
-                        "does not work on this connection (a transaction-mode pooler?); "
-                        "streams and wakeups fall back to polling every %ss",
+                        "does not work on this connection (a transaction-mode pooler? "
+                        "then open the store with pooler='transaction'); streams and "
+                        "wakeups fall back to polling every %ss",
                         self._channel,
                         self._poll_interval,
                     )
+
+    async def _poll_only(self, conn: AsyncConnection[Any]) -> None:
+        """Behind a transaction-mode pooler: no LISTEN (it would never fire), only the poll."""
+        self.connected.set()
+        await self._poll(conn)
+        self.work(None)
+        while not self.closed:
+            await asyncio.sleep(self._poll_interval)
+            await self._poll(conn)
 
     def _dispatch(self, payload: str) -> None:
         if payload.startswith(PING_PREFIX):
             if payload == self._ping:
                 self.hears_itself = True
             return
-        try:
-            message = json.loads(payload)
-            session_id = message["session_id"]
-            head = int(message["head"])
-        except (ValueError, KeyError, TypeError):
-            log.warning("a2pg listener ignored a malformed notification: %r", payload)
+        session_id = session_of(payload, self._max_session_id)
+        if session_id is None:
+            # Anyone who may connect can notify: say so once, not once per forgery.
+            self._malformed += 1
+            level = logging.WARNING if self._malformed == 1 else logging.DEBUG
+            log.log(level, "a2pg listener ignored a notification: %r", payload[:200])
             return
-        if not isinstance(session_id, str):
-            return
-        self.committed(session_id, head)
+        self.committed(session_id)
         self.work(session_id)
 
     async def _poll(self, conn: AsyncConnection[Any]) -> None:
@@ -255,15 +305,20 @@ class Listener:
         if self._wakeups:
             now = None if self._clock is None else self._clock()
             cur = await conn.execute(
-                query("ready_sessions"), {"now": now, "limit": READY_POLL_LIMIT}
+                self._statements.query("ready_sessions"), {"now": now, "limit": READY_POLL_LIMIT}
             )
             for (session_id,) in await cur.fetchall():
                 self.work(session_id)
         if self._streams:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(query("session_heads"), {"session_ids": sorted(self._streams)})
+            await cur.execute(
+                self._statements.query("session_heads"), {"session_ids": sorted(self._streams)}
+            )
             for row in await cur.fetchall():
-                self.committed(row["session_id"], int(row["head"]))
+                session_id, head = row["session_id"], int(row["head"])
+                if self._polled_heads.get(session_id) != head:
+                    self._polled_heads[session_id] = head
+                    self.committed(session_id)
 
     async def _drop_connection(self) -> None:
         self.connected.clear()

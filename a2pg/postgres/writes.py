@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, LiteralString
+from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, dict_row
@@ -22,7 +22,7 @@ from ..contract.values import CheckedEvent
 from ..ids import IdGenerator
 from ..models import Cause, Consumer, StoredEvent
 from . import codec
-from .queries import query
+from .queries import Statements
 
 Columns = dict[str, list[Any]]
 
@@ -209,7 +209,12 @@ class WritePlan:
     # -- sending -------------------------------------------------------------------------
 
     async def apply(
-        self, conn: AsyncConnection[Any], *, channel: str, notify: bool = True
+        self,
+        conn: AsyncConnection[Any],
+        *,
+        statements: Statements,
+        channel: str,
+        notify: bool = True,
     ) -> AsyncCursor[DictRow] | None:
         """Queues every write (the caller's pipeline sends them with its commit).
 
@@ -217,17 +222,17 @@ class WritePlan:
         sessions notified, or None when nothing can have become claimable.
         """
         now = self.now
-        steps: list[tuple[LiteralString, Columns, dict[str, Any]]] = [
-            (query("free_stale_ids"), self._reused_ids(), {}),
-            (query("insert_events"), self.events, {"now": now}),
-            (query("insert_event_cursors"), self.event_cursors, {"now": now}),
-            (query("insert_lane_events"), self.lane_events, {}),
-            (query("queue_lane_heads"), self._lane_heads(), {"now": now}),
-            (query("refresh_log_types"), self._refreshes(), {}),
-            (query("wake_log_cursors"), self._wakes(), {"now": now}),
-            (query("finish_lane_events"), self.lane_finishes, {}),
-            (query("advance_cursors"), self.advances, {"now": now}),
-            (query("release_pins"), self.releases, {}),
+        steps: list[tuple[bytes, Columns, dict[str, Any]]] = [
+            (statements.query("free_stale_ids"), self._reused_ids(), {}),
+            (statements.query("insert_events"), self.events, {"now": now}),
+            (statements.query("insert_event_cursors"), self.event_cursors, {"now": now}),
+            (statements.query("insert_lane_events"), self.lane_events, {}),
+            (statements.query("queue_lane_heads"), self._lane_heads(), {"now": now}),
+            (statements.query("refresh_log_types"), self._refreshes(), {}),
+            (statements.query("wake_log_cursors"), self._wakes(), {"now": now}),
+            (statements.query("finish_lane_events"), self.lane_finishes, {}),
+            (statements.query("advance_cursors"), self.advances, {"now": now}),
+            (statements.query("release_pins"), self.releases, {}),
         ]
         for statement, table, extra in steps:
             if next(iter(table.values())):
@@ -236,7 +241,7 @@ class WritePlan:
             heads = columns("session_ids", "heads")
             for session_id in sorted(self.moved_heads):
                 push(heads, session_id, self.sessions[session_id].head)
-            await conn.execute(query("set_session_heads"), heads)
+            await conn.execute(statements.query("set_session_heads"), heads)
         if not (notify and self.touched):
             return None
         cur = conn.cursor(row_factory=dict_row)
@@ -246,7 +251,7 @@ class WritePlan:
             "now": now,
             "forced": sorted(self.forced),
         }
-        await cur.execute(query("notify_ready"), params)
+        await cur.execute(statements.query("notify_ready"), params)
         return cur
 
     def _reused_ids(self) -> Columns:

@@ -169,7 +169,10 @@ def test_plain_alembic_cli_reads_dsn_and_schema_from_x_args_and_environment(db: 
     alembic_cli("upgrade", "heads", env={"A2PG_DSN": db, "A2PG_SCHEMA": "by_env"})
     assert inspect_layout(db, "by_x").is_current and inspect_layout(db, "by_env").is_current
     script = alembic_cli("-x", "schema=offline", "upgrade", "head", "--sql")
-    assert "pg_advisory_xact_lock(hashtextextended('a2pg.migrate:offline', 0))" in script
+    lock = (
+        "pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('a2pg.migrate:offline', 0))"
+    )
+    assert lock in script
     assert 'set local search_path to "offline"' in script
     assert "offline.a2_alembic_version" in script
 

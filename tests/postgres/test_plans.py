@@ -116,7 +116,10 @@ class PlanSpy:
 
     def __init__(self) -> None:
         self.seen: list[Explained] = []
-        self._names = {queries.query(name): name for name in queries.names()}
+        public = queries.statements("public")
+        self._names = {
+            public.query(name).decode(): name for name in queries.names() if name != "claim_any"
+        }
 
     def name_of(self, text: str) -> str | None:
         return "claim_any" if claim_limits(text) else self._names.get(text)
@@ -153,7 +156,10 @@ _real_execute = database.execute
 
 def claim_limits(text: str) -> list[str]:
     """The literals the claim_any template's ``{limit}`` became in ``text`` (empty: not it)."""
-    parts = queries.query("claim_any").split("{limit}")
+    marked = sql.SQL(queries.template("claim_any")).format(
+        schema=sql.Identifier("public"), limit=sql.SQL("{limit}")
+    )
+    parts = marked.as_string(None).split("{limit}")
     found = re.fullmatch("(.*?)".join(re.escape(part) for part in parts), text, re.DOTALL)
     return [] if found is None else list(found.groups())
 

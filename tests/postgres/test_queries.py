@@ -113,22 +113,31 @@ def test_each_file_says_what_it_holds_and_every_include_was_expanded() -> None:
     for path in paths:
         assert path.read_text(encoding="utf-8").startswith("-- "), path.name
     for name in queries.names():
-        assert "-- include:" not in queries.query(name), name
+        assert "-- include:" not in queries.template(name), name
 
 
-def test_claim_any_holds_no_brace_but_its_limit() -> None:
-    # claim_any goes through psycopg.sql.SQL.format: any other brace would break it.
-    assert "{" not in queries.query("claim_any").replace("{limit}", "")
-    assert "}" not in queries.query("claim_any").replace("{limit}", "")
-    assert b"limit 7\n" in queries.claim_any(7)
+def test_statements_hold_no_brace_but_their_schema_and_claim_any_its_limit() -> None:
+    # Every statement goes through psycopg.sql.SQL.format: any other brace would break it.
+    for name in queries.names():
+        text = queries.template(name).replace("{schema}", "")
+        if name == "claim_any":
+            text = text.replace("{limit}", "")
+        assert "{" not in text and "}" not in text, name
+    assert b"limit 7\n" in queries.statements("public").query("claim_any", limit=7)
 
 
-def test_query_refuses_fragments_and_unknown_names() -> None:
+def test_query_refuses_fragments_unknown_names_and_misplaced_limits() -> None:
     assert "\n-- fragment: release_dead_pins\n" in (SQL_FOLDER / "claims.sql").read_text()
-    with pytest.raises(KeyError, match="no SQL statement"):
-        queries.query("release_dead_pins")
-    with pytest.raises(KeyError, match="no SQL statement"):
-        queries.query("no_such_statement")
+    public = queries.statements("public")
+    for name in ("release_dead_pins", "no_such_statement"):
+        with pytest.raises(KeyError, match="no SQL statement"):
+            queries.template(name)
+        with pytest.raises(KeyError, match="no SQL statement"):
+            public.query(name)
+    with pytest.raises(ValueError, match="needs its limit"):
+        public.query("claim_any")
+    with pytest.raises(ValueError, match="takes no limit"):
+        public.query("read_events", limit=3)
 
 
 # -- the loader on small texts -----------------------------------------------------------
@@ -219,9 +228,11 @@ def numbered(text: str) -> str:
 
 def test_every_statement_parses_on_the_server(postgres_dsn: str) -> None:
     # PREPARE parses and analyses (tables, columns, types) without running anything.
+    public = queries.statements("public")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         for name in sorted(queries.names()):
-            text = queries.claim_any(10).decode() if name == "claim_any" else queries.query(name)
+            limit = 10 if name == "claim_any" else None
+            text = public.query(name, limit=limit).decode()
             try:
                 conn.execute(f"prepare a2pg_check as {numbered(text)}".encode())
             except psycopg.Error as exc:

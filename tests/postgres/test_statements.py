@@ -1,5 +1,6 @@
-"""Statement texts as the code builds them: claim_any's per-limit texts and their plan
-(``test_queries.py`` checks that every statement the code names exists)."""
+"""Statement texts as the code builds them: schema-qualified, pg_catalog's functions only,
+claim_any's per-limit texts and their plan (``test_queries.py`` checks that every
+statement the code names exists)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,95 @@ import pytest
 from a2pg.postgres import PostgresStore, queries
 from tests.postgres.support import work
 
-pytestmark = pytest.mark.postgres
+ODD_SCHEMA = 'Odd "Schema"'
+
+SYNTAX = frozenset(
+    {
+        # Keywords a parenthesis may follow; none of them calls a function.
+        *("all", "and", "any", "array", "as", "by", "case", "cast", "coalesce", "conflict"),
+        *("distinct", "else", "exists", "extract", "filter", "from", "greatest", "in"),
+        *("is", "join", "lateral", "least", "not", "nullif", "on", "or", "over", "returning"),
+        *("row", "rows", "select", "then", "using", "values", "when", "where", "with"),
+    }
+)
+"""Words before ``(`` that are SQL syntax, not a call: ``coalesce``, ``array(...)``..."""
+
+_COMMENT = re.compile(r"--[^\n]*")
+_STRING = re.compile(r"'(?:[^']|'')*'")
+_NAME = r'"(?:[^"]|"")*"|\w+'
+_TABLE = re.compile(rf"(?:({_NAME})\s*\.\s*)?\b(a2_\w+)")
+_CALL = re.compile(rf"(?:({_NAME})\s*\.\s*)?\b([A-Za-z_]\w*)\s*\(")
+_AFTER_AS = re.compile(r"\bas\s*$", re.IGNORECASE)
+
+
+def quoted(schema: str) -> str:
+    return '"' + schema.replace('"', '""') + '"'
+
+
+def unqualified(text: str, schema: str) -> list[str]:
+    """What in ``text`` depends on the search_path: an ``a2_`` table not written
+    ``<schema>.a2_x``, a function call not written ``pg_catalog.f(...)``."""
+    code = _STRING.sub("''", _COMMENT.sub("", text))
+    ident = quoted(schema)
+    found = [
+        f"table {m.group(2)}" for m in _TABLE.finditer(code) if m.group(1) not in (ident, schema)
+    ]
+    for m in _CALL.finditer(code):
+        qualifier, name = m.group(1), m.group(2)
+        if qualifier == "pg_catalog":
+            continue
+        if qualifier is not None:
+            if not (name.startswith("a2_") and qualifier in (ident, schema)):
+                found.append(f"call {qualifier}.{name}")  # insert column lists aside
+            continue
+        if name.lower() in SYNTAX or _AFTER_AS.search(code, 0, m.start()):
+            continue  # syntax, or a column list after an alias (`as k (a, b)`)
+        found.append(f"call {name}")
+    return found
+
+
+def test_the_check_finds_what_leans_on_the_search_path() -> None:
+    leaning = (
+        "select now(), count(*), public.json_typeof(x.v), pg_catalog.max(x.i)\n"
+        '  from a2_events e join "Odd ""Schema""".a2_cursors c on true\n'
+        "  join unnest(%(a)s::text[], %(b)s::text[]) as k (a, b) on true -- count(a2_meta)\n"
+        " where e.t = 'now()' and exists (select 1 from other.a2_sessions)"
+    )
+    assert unqualified(leaning, ODD_SCHEMA) == [
+        "table a2_events",
+        "table a2_sessions",
+        "call now",
+        "call count",
+        "call public.json_typeof",
+        "call unnest",
+    ]
+    clean = (
+        'insert into "Odd ""Schema""".a2_events as e (a, b)\n'
+        "select coalesce(pg_catalog.now(), x), array(select 1), k.a = any(%(a)s::text[])\n"
+        '  from rows from (pg_catalog.unnest(%(a)s::text[])) as k (a) join "Odd ""Schema""".'
+        "a2_cursors c on (c.a = k.a)"
+    )
+    assert unqualified(clean, ODD_SCHEMA) == []
+
+
+def test_every_statement_names_its_schema_and_pg_catalog_functions() -> None:
+    statements = queries.statements(ODD_SCHEMA)
+    texts = {
+        name: statements.query(name, limit=10 if name == "claim_any" else None).decode()
+        for name in sorted(queries.names())
+    }
+    for name, text in texts.items():
+        assert unqualified(text, ODD_SCHEMA) == [], name
+    without_tables = {name for name, text in texts.items() if '"Odd ""Schema""".a2_' not in text}
+    assert without_tables == {"probe_connected", "server_now"}
+
+
+def test_statements_are_rendered_once_per_schema() -> None:
+    assert queries.statements(ODD_SCHEMA) is queries.statements(ODD_SCHEMA)
+    public, odd = queries.statements("public"), queries.statements(ODD_SCHEMA)
+    assert public.query("read_events") is public.query("read_events")
+    assert b'from "public".a2_events' in public.query("read_events")
+    assert b'from "Odd ""Schema""".a2_events' in odd.query("read_events")
 
 
 def _numbered(text: str) -> tuple[str, list[str]]:
@@ -27,12 +116,14 @@ def _numbered(text: str) -> tuple[str, list[str]]:
     return re.sub(r"%\((\w+)\)s", number, text), order
 
 
+@pytest.mark.postgres
 async def test_claim_any_scans_the_ready_index_even_with_a_generic_plan(
     store: PostgresStore, postgres_dsn: str
 ) -> None:
     for s in range(200):
         await store.append(f"s{s:03d}", work(10), consumers=[])
-    text, names = _numbered(queries.claim_any(10).decode())
+    statement = queries.statements("public").query("claim_any", limit=10)
+    text, names = _numbered(statement.decode())
     values = {"now": "null", "holder": "'h'", "ttl": "'30 seconds'", "max_failures": "null"}
     values["names"] = "null"
     args = ", ".join(values[name] for name in names)
@@ -52,7 +143,8 @@ async def test_claim_any_scans_the_ready_index_even_with_a_generic_plan(
     assert "Seq Scan" not in picked, plan
 
 
-async def test_claim_any_texts_are_one_per_limit() -> None:
-    assert queries.claim_any(10) is queries.claim_any(10)
-    assert b"limit 10\n" in queries.claim_any(10)
-    assert b"limit 50\n" in queries.claim_any(50)
+def test_claim_any_texts_are_one_per_limit() -> None:
+    public = queries.statements("public")
+    assert public.query("claim_any", limit=10) is public.query("claim_any", limit=10)
+    assert b"limit 10\n" in public.query("claim_any", limit=10)
+    assert b"limit 50\n" in public.query("claim_any", limit=50)

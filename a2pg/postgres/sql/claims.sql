@@ -6,7 +6,7 @@
 -- The CTEs `released` and `history`: a head the `claimed` CTE dead-lettered (`exhausted`)
 -- gives up its snapshot pins, and the history no other pin keeps goes with them.
 released as (
-  delete from a2_snapshot_pins p
+  delete from {schema}.a2_snapshot_pins p
    using claimed k
    where k.exhausted and p.session_id = k.session_id and p.consumer = k.consumer
      and p.cursor_key = k.cursor_key and p.event_index = k.head
@@ -15,6 +15,12 @@ released as (
   -- include: drop_released_history
   returning 1
 )
+
+-- fragment: lease_ttl
+-- The column `ttl`: the lease as exact seconds. The parameter may arrive as days, and a
+-- timestamptz plus days moves by the session's TimeZone (23 or 25 hours across a DST
+-- change): seconds keep the lease independent of the connection's settings.
+pg_catalog.make_interval(secs => extract(epoch from %(ttl)s::interval)) as ttl
 
 -- fragment: head_event_columns
 -- A claimed or dead head's event beside its cursor row: the `e_` columns codec.head reads.
@@ -27,14 +33,15 @@ e.cause_attempt as e_cause_attempt
 -- Claims every eligible head of one session (the caller holds the session row). A
 -- lapsed claim counts a failure; reaching max_failures dead-letters the head instead.
 with t as (
-  select coalesce(%(now)s::timestamptz, now()) as now
+  select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now,
+         -- include: lease_ttl
 ), s as (
-  select clear_index from a2_sessions where session_id = %(session_id)s
+  select clear_index from {schema}.a2_sessions where session_id = %(session_id)s
 ), eligible as (
   select c.session_id, c.consumer, c.cursor_key,
          c.claim_holder is not null and %(max_failures)s::int is not null
            and c.failure_count + 1 >= %(max_failures)s::int as exhausted
-    from a2_cursors c
+    from {schema}.a2_cursors c
    where c.session_id = %(session_id)s
      and c.head > (select clear_index from s)
      and c.failed_at is null
@@ -42,14 +49,16 @@ with t as (
      and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
      and not exists (
        select 1
-         from unnest(%(ex_consumers)s::text[], %(ex_keys)s::text[], %(ex_idxs)s::bigint[])
+         from rows from (pg_catalog.unnest(%(ex_consumers)s::text[]),
+                         pg_catalog.unnest(%(ex_keys)s::text[]),
+                         pg_catalog.unnest(%(ex_idxs)s::bigint[]))
               as x (consumer, cursor_key, idx)
         where x.consumer = c.consumer and x.cursor_key = c.cursor_key and x.idx = c.head)
      and (c.claim_expires_at is null or c.claim_expires_at <= (select now from t))
    order by c.head, c.consumer collate "C", c.cursor_key collate "C"
      for update of c
 ), claimed as (
-  update a2_cursors c
+  update {schema}.a2_cursors c
      set attempt_count = c.attempt_count + 1,
          failure_count = c.failure_count + case when c.claim_holder is null then 0 else 1 end,
          first_claimed_at = case when g.exhausted then c.first_claimed_at
@@ -58,10 +67,10 @@ with t as (
                                 else t.now end,
          claim_holder = case when g.exhausted then null else %(holder)s end,
          claim_expires_at = case when g.exhausted then null
-                                 else t.now + %(ttl)s::interval end,
+                                 else t.now + t.ttl end,
          failed_at = case when g.exhausted then t.now end,
          ready_at = case when g.exhausted then null
-                         else t.now + %(ttl)s::interval end
+                         else t.now + t.ttl end
     from eligible g cross join t
    where c.session_id = g.session_id and c.consumer = g.consumer
      and c.cursor_key = g.cursor_key
@@ -71,26 +80,28 @@ with t as (
 select k.*, (select clear_index from s) as clear_index,
        -- include: head_event_columns
   from claimed k
-  join a2_events e on e.session_id = k.session_id and e.idx = k.head
+  join {schema}.a2_events e on e.session_id = k.session_id and e.idx = k.head
  order by k.head, k.consumer collate "C", coalesce(k.lane, '') collate "C",
           k.cursor_key collate "C";
 
 -- name: busy_until
 -- Nothing was eligible: the earliest expiry among held or backing-off heads, if any.
-select min(c.claim_expires_at) as retry_at
-  from a2_cursors c
+select pg_catalog.min(c.claim_expires_at) as retry_at
+  from {schema}.a2_cursors c
  where c.session_id = %(session_id)s
-   and c.head > (select s.clear_index from a2_sessions s
+   and c.head > (select s.clear_index from {schema}.a2_sessions s
                   where s.session_id = %(session_id)s)
    and c.failed_at is null
    and (%(through)s::bigint is null or c.head <= %(through)s::bigint)
    and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
    and not exists (
      select 1
-       from unnest(%(ex_consumers)s::text[], %(ex_keys)s::text[], %(ex_idxs)s::bigint[])
+       from rows from (pg_catalog.unnest(%(ex_consumers)s::text[]),
+                       pg_catalog.unnest(%(ex_keys)s::text[]),
+                       pg_catalog.unnest(%(ex_idxs)s::bigint[]))
             as x (consumer, cursor_key, idx)
       where x.consumer = c.consumer and x.cursor_key = c.cursor_key and x.idx = c.head)
-   and c.claim_expires_at > coalesce(%(now)s::timestamptz, now());
+   and c.claim_expires_at > coalesce(%(now)s::timestamptz, pg_catalog.now());
 
 -- name: claim_any
 -- The oldest ready heads of every session, in one statement. An index range scan on
@@ -99,12 +110,13 @@ select min(c.claim_expires_at) as retry_at
 -- psycopg's preparation may settle on walks the index (tests/postgres/test_plans.py).
 -- SKIP LOCKED: concurrent claimers never wait on each other nor get the same head.
 with t as (
-  select coalesce(%(now)s::timestamptz, statement_timestamp()) as now
+  select coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as now,
+         -- include: lease_ttl
 ), picked as (
   select c.session_id, c.consumer, c.cursor_key, c.ready_at as was_ready,
          c.claim_holder is not null and %(max_failures)s::int is not null
            and c.failure_count + 1 >= %(max_failures)s::int as exhausted
-    from a2_cursors c
+    from {schema}.a2_cursors c
    where c.ready_at <= (select now from t)
      and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
    order by c.ready_at, c.session_id collate "C", c.head, c.consumer collate "C",
@@ -112,7 +124,7 @@ with t as (
    limit {limit}
      for update of c skip locked
 ), claimed as (
-  update a2_cursors c
+  update {schema}.a2_cursors c
      set attempt_count = c.attempt_count + 1,
          failure_count = c.failure_count + case when c.claim_holder is null then 0 else 1 end,
          first_claimed_at = case when g.exhausted then c.first_claimed_at
@@ -120,9 +132,9 @@ with t as (
          last_claimed_at = case when g.exhausted then c.last_claimed_at else t.now end,
          claim_holder = case when g.exhausted then null else %(holder)s end,
          claim_expires_at = case when g.exhausted then null
-                                 else t.now + %(ttl)s::interval end,
+                                 else t.now + t.ttl end,
          failed_at = case when g.exhausted then t.now end,
-         ready_at = case when g.exhausted then null else t.now + %(ttl)s::interval end
+         ready_at = case when g.exhausted then null else t.now + t.ttl end
     from picked g cross join t
    where c.session_id = g.session_id and c.consumer = g.consumer
      and c.cursor_key = g.cursor_key
@@ -133,24 +145,31 @@ with t as (
 select k.*, s.clear_index,
        -- include: head_event_columns
   from claimed k
-  join a2_sessions s on s.session_id = k.session_id
-  join a2_events e on e.session_id = k.session_id and e.idx = k.head
+  join {schema}.a2_sessions s on s.session_id = k.session_id
+  join {schema}.a2_events e on e.session_id = k.session_id and e.idx = k.head
  order by k.was_ready, k.session_id collate "C", k.head, k.consumer collate "C",
           coalesce(k.lane, '') collate "C";
 
 -- name: renew_claims
 -- Extends the live claims of `holder` at exactly these attempts. Heads at or below the
 -- clear index stay parked (ready_at null): a renewal must not hand them to claim_any.
-update a2_cursors c
-   set claim_expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
-       ready_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval
-  from unnest(%(consumers)s::text[], %(keys)s::text[], %(idxs)s::bigint[],
-              %(attempts)s::int[]) as k (consumer, cursor_key, idx, attempt)
+update {schema}.a2_cursors c
+   set claim_expires_at = t.now + t.ttl,
+       ready_at = t.now + t.ttl
+  from (select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now,
+               -- include: lease_ttl
+       ) t,
+       rows from (pg_catalog.unnest(%(consumers)s::text[]),
+                  pg_catalog.unnest(%(keys)s::text[]),
+                  pg_catalog.unnest(%(idxs)s::bigint[]),
+                  pg_catalog.unnest(%(attempts)s::int[]))
+       as k (consumer, cursor_key, idx, attempt)
  where c.session_id = %(session_id)s and c.consumer = k.consumer
    and c.cursor_key = k.cursor_key and c.head = k.idx and c.attempt_count = k.attempt
    and c.failed_at is null and c.claim_holder = %(holder)s
-   and c.claim_expires_at > coalesce(%(now)s::timestamptz, now())
-   and c.head > (select s.clear_index from a2_sessions s where s.session_id = %(session_id)s)
+   and c.claim_expires_at > t.now
+   and c.head > (select s.clear_index from {schema}.a2_sessions s
+                  where s.session_id = %(session_id)s)
 returning c.consumer, c.cursor_key, c.head;
 
 -- name: release_claims
@@ -160,31 +179,35 @@ returning c.consumer, c.cursor_key, c.head;
 -- Notifies the session once when anything was released (an InitPlan: evaluated at most
 -- once, and only when a released row is returned).
 with released as (
-  update a2_cursors c
+  update {schema}.a2_cursors c
      set claim_holder = null, claim_expires_at = null,
-         ready_at = coalesce(%(now)s::timestamptz, now())
-    from unnest(%(consumers)s::text[], %(keys)s::text[], %(idxs)s::bigint[],
-                %(attempts)s::int[]) as k (consumer, cursor_key, idx, attempt)
+         ready_at = coalesce(%(now)s::timestamptz, pg_catalog.now())
+    from rows from (pg_catalog.unnest(%(consumers)s::text[]),
+                    pg_catalog.unnest(%(keys)s::text[]),
+                    pg_catalog.unnest(%(idxs)s::bigint[]),
+                    pg_catalog.unnest(%(attempts)s::int[]))
+         as k (consumer, cursor_key, idx, attempt)
    where c.session_id = %(session_id)s and c.consumer = k.consumer
      and c.cursor_key = k.cursor_key and c.head = k.idx and c.attempt_count = k.attempt
      and c.failed_at is null and c.claim_holder = %(holder)s
-     and c.head > (select s.clear_index from a2_sessions s
+     and c.head > (select s.clear_index from {schema}.a2_sessions s
                     where s.session_id = %(session_id)s)
   returning c.consumer, c.cursor_key, c.head
 ), notified as (
-  select pg_notify(%(channel)s,
-                   json_build_object('session_id', s.session_id, 'head', s.head)::text)
-    from a2_sessions s
+  select pg_catalog.pg_notify(%(channel)s,
+                   pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text)
+    from {schema}.a2_sessions s
    where s.session_id = %(session_id)s and exists (select 1 from released)
 )
-select r.consumer, r.cursor_key, r.head, (select count(*) from notified) as notified
+select r.consumer, r.cursor_key, r.head,
+       (select pg_catalog.count(*) from notified) as notified
   from released r;
 
 -- name: ready_sessions
 -- The sessions whose oldest heads are claimable now: what a wakeups poll announces.
 select distinct r.session_id
   from (select c.session_id
-          from a2_cursors c
-         where c.ready_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+          from {schema}.a2_cursors c
+         where c.ready_at <= coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp())
          order by c.ready_at
          limit %(limit)s::bigint) r;

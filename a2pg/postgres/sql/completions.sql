@@ -9,14 +9,14 @@
 case c.kind
   when 'event' then null::bigint
   when 'lane' then
-    (select min(l.idx)
-       from a2_lane_events l
+    (select pg_catalog.min(l.idx)
+       from {schema}.a2_lane_events l
       where l.session_id = c.session_id and l.consumer = c.consumer
         and l.lane = c.lane and not l.done
         and l.idx > greatest(c.head, s.clear_index))
   else
-    (select min(e.idx)
-       from a2_events e
+    (select pg_catalog.min(e.idx)
+       from {schema}.a2_events e
       where e.session_id = c.session_id and e.idx > c.head
         and e.event_type <> 'a2.cleared'
         and (c.types is null or e.event_type = any(c.types)))
@@ -31,13 +31,18 @@ last_failed_at = null, last_failed_attempt = null, last_error = null,
 failed_at = null
 
 -- name: finish_lane_events
-update a2_lane_events l
+update {schema}.a2_lane_events l
    set done = true,
        completed_attempt = k.attempt,
-       returned_event_ids = case when k.returned is null then null
-                                 else array(select json_array_elements_text(k.returned::json)) end
-  from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(lanes)s::text[],
-              %(idxs)s::bigint[], %(attempts)s::int[], %(returned)s::text[])
+       returned_event_ids = case
+         when k.returned is null then null
+         else array(select pg_catalog.json_array_elements_text(k.returned::json)) end
+  from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(consumers)s::text[]),
+                  pg_catalog.unnest(%(lanes)s::text[]),
+                  pg_catalog.unnest(%(idxs)s::bigint[]),
+                  pg_catalog.unnest(%(attempts)s::int[]),
+                  pg_catalog.unnest(%(returned)s::text[]))
        as k (session_id, consumer, lane, idx, attempt, returned)
  where l.session_id = k.session_id and l.consumer = k.consumer and l.lane = k.lane
    and l.idx = k.idx;
@@ -47,20 +52,24 @@ update a2_lane_events l
 -- `record` keeps the completion on event and log cursors for retries.
 with k as (
   select *
-    from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(keys)s::text[],
-                %(heads)s::bigint[], %(record)s::boolean[], %(attempts)s::int[],
-                %(returned)s::text[])
+    from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                    pg_catalog.unnest(%(consumers)s::text[]),
+                    pg_catalog.unnest(%(keys)s::text[]),
+                    pg_catalog.unnest(%(heads)s::bigint[]),
+                    pg_catalog.unnest(%(record)s::boolean[]),
+                    pg_catalog.unnest(%(attempts)s::int[]),
+                    pg_catalog.unnest(%(returned)s::text[]))
          as u (session_id, consumer, cursor_key, head, record, attempt, returned)
 ), moved as (
   select c.session_id, c.consumer, c.cursor_key, k.record, k.attempt, k.returned,
          -- include: next_head
     from k
-    join a2_cursors c
+    join {schema}.a2_cursors c
       on c.session_id = k.session_id and c.consumer = k.consumer
      and c.cursor_key = k.cursor_key and c.head = k.head
-    join a2_sessions s on s.session_id = c.session_id
+    join {schema}.a2_sessions s on s.session_id = c.session_id
 )
-update a2_cursors c
+update {schema}.a2_cursors c
    set position = c.head,
        head = m.next_head,
        ready_at = case when m.next_head is null then null else %(now)s::timestamptz end,
@@ -69,7 +78,7 @@ update a2_cursors c
        returned_event_ids = case
          when not m.record then c.returned_event_ids
          when m.returned is null then null
-         else array(select json_array_elements_text(m.returned::json)) end,
+         else array(select pg_catalog.json_array_elements_text(m.returned::json)) end,
        -- include: no_attempts
   from moved m
  where c.session_id = m.session_id and c.consumer = m.consumer
@@ -82,25 +91,28 @@ update a2_cursors c
 -- judges the batch one by one.
 with k as (
   select *
-    from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(keys)s::text[],
-                %(heads)s::bigint[], %(attempts)s::int[])
+    from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                    pg_catalog.unnest(%(consumers)s::text[]),
+                    pg_catalog.unnest(%(keys)s::text[]),
+                    pg_catalog.unnest(%(heads)s::bigint[]),
+                    pg_catalog.unnest(%(attempts)s::int[]))
          as u (session_id, consumer, cursor_key, head, attempt)
 ), moved as (
   select c.session_id, c.consumer, c.cursor_key, c.kind, c.lane, c.head, k.attempt,
          -- include: next_head
     from k
-    join a2_cursors c
+    join {schema}.a2_cursors c
       on c.session_id = k.session_id and c.consumer = k.consumer
      and c.cursor_key = k.cursor_key and c.head = k.head
-    join a2_sessions s on s.session_id = c.session_id
+    join {schema}.a2_sessions s on s.session_id = c.session_id
    where c.attempt_count = k.attempt and c.claim_holder is not null
      and c.failed_at is null and c.head > s.clear_index
 ), advanced as (
-  update a2_cursors c
+  update {schema}.a2_cursors c
      set position = c.head,
          head = m.next_head,
          ready_at = case when m.next_head is null then null
-                         else coalesce(%(now)s::timestamptz, now()) end,
+                         else coalesce(%(now)s::timestamptz, pg_catalog.now()) end,
          completed_idx = case when m.kind = 'lane' then c.completed_idx else c.head end,
          completed_attempt = case when m.kind = 'lane' then c.completed_attempt
                                   else m.attempt end,
@@ -113,19 +125,19 @@ with k as (
      and c.attempt_count = m.attempt and c.claim_holder is not null and c.failed_at is null
   returning c.session_id
 ), lanes as (
-  update a2_lane_events l
+  update {schema}.a2_lane_events l
      set done = true, completed_attempt = m.attempt, returned_event_ids = array[]::text[]
     from moved m
    where m.kind = 'lane' and l.session_id = m.session_id and l.consumer = m.consumer
      and l.lane = m.lane and l.idx = m.head
   returning 1
 )
-select (case when count(*) = %(count)s then null
+select (case when pg_catalog.count(*) = %(count)s then null
              else 'a2pg: a completion missed its fence' end)::int as missed
   from advanced;
 
 -- name: fail_head
-update a2_cursors c
+update {schema}.a2_cursors c
    set failure_count = %(failure_count)s::int,
        last_error = %(error)s,
        last_failed_at = %(now)s::timestamptz,
@@ -142,9 +154,9 @@ update a2_cursors c
 -- name: dead_letters
 select c.*, s.clear_index,
        -- include: head_event_columns
-  from a2_cursors c
-  join a2_sessions s on s.session_id = c.session_id
-  join a2_events e on e.session_id = c.session_id and e.idx = c.head
+  from {schema}.a2_cursors c
+  join {schema}.a2_sessions s on s.session_id = c.session_id
+  join {schema}.a2_events e on e.session_id = c.session_id and e.idx = c.head
  where c.session_id = %(session_id)s
    and c.failed_at is not null
    and c.head > s.clear_index
@@ -152,7 +164,7 @@ select c.*, s.clear_index,
 
 -- name: dead_head
 select c.*
-  from a2_cursors c
+  from {schema}.a2_cursors c
  where c.session_id = %(session_id)s and c.consumer = %(consumer)s
    and c.head = %(idx)s::bigint and c.failed_at is not null
  order by c.cursor_key collate "C"
@@ -160,7 +172,7 @@ select c.*
    for update;
 
 -- name: retry_head
-update a2_cursors c
+update {schema}.a2_cursors c
    set failed_at = null, failure_count = 0, ready_at = %(now)s::timestamptz
  where c.session_id = %(session_id)s and c.consumer = %(consumer)s
    and c.cursor_key = %(cursor_key)s and c.head = %(idx)s::bigint;

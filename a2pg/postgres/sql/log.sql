@@ -8,27 +8,30 @@ e.session_id, e.idx, e.event_id, e.event_type, e.payload, e.created_at,
 e.cause_consumer, e.cause_lane, e.cause_index, e.cause_attempt
 
 -- name: ensure_session
-insert into a2_sessions (session_id, created_at)
-values (%(session_id)s, coalesce(%(now)s::timestamptz, clock_timestamp()))
+insert into {schema}.a2_sessions (session_id, created_at)
+values (%(session_id)s, coalesce(%(now)s::timestamptz, pg_catalog.clock_timestamp()))
 on conflict (session_id) do nothing;
 
 -- name: lock_sessions
 select session_id, head, clear_index
-  from a2_sessions
+  from {schema}.a2_sessions
  where session_id = any(%(session_ids)s::text[])
  order by session_id
    for update;
 
 -- name: server_now
-select clock_timestamp() as now;
+select pg_catalog.clock_timestamp() as now;
 
 -- name: session_heads
-select session_id, head from a2_sessions where session_id = any(%(session_ids)s::text[]);
+select session_id, head
+  from {schema}.a2_sessions
+ where session_id = any(%(session_ids)s::text[]);
 
 -- name: set_session_heads
-update a2_sessions s
+update {schema}.a2_sessions s
    set head = k.head
-  from unnest(%(session_ids)s::text[], %(heads)s::bigint[]) as k (session_id, head)
+  from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(heads)s::bigint[])) as k (session_id, head)
  where s.session_id = k.session_id;
 
 -- name: read_events
@@ -36,11 +39,12 @@ update a2_sessions s
 -- stream reads on from where it is, so a clear never makes it skip an index.
 select
        -- include: event_columns
-  from a2_events e
+  from {schema}.a2_events e
  where e.session_id = %(session_id)s
    and (not %(visible)s::boolean
         or e.idx >= coalesce(
-             (select s.clear_index from a2_sessions s where s.session_id = %(session_id)s), 0))
+             (select s.clear_index from {schema}.a2_sessions s
+               where s.session_id = %(session_id)s), 0))
    and e.idx > %(after)s::bigint
    and e.idx <= %(through)s::bigint
    and (%(types)s::text[] is null or e.event_type = any(%(types)s::text[]))
@@ -50,14 +54,17 @@ select
 -- name: select_events_by_ids
 select
        -- include: event_columns
-  from a2_events e
-  join unnest(%(session_ids)s::text[], %(event_ids)s::text[]) as k (session_id, event_id)
+  from {schema}.a2_events e
+  join rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(event_ids)s::text[])) as k (session_id, event_id)
     on e.session_id = k.session_id and e.event_id = k.event_id;
 
 -- name: select_cursors
 select c.*
-  from a2_cursors c
-  join unnest(%(session_ids)s::text[], %(consumers)s::text[], %(keys)s::text[])
+  from {schema}.a2_cursors c
+  join rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(consumers)s::text[]),
+                  pg_catalog.unnest(%(keys)s::text[]))
        as k (session_id, consumer, cursor_key)
     on c.session_id = k.session_id and c.consumer = k.consumer
    and c.cursor_key = k.cursor_key
@@ -66,16 +73,19 @@ select c.*
 -- name: select_lane_events
 select l.session_id, l.consumer, l.lane, l.idx, l.done, l.completed_attempt,
        l.returned_event_ids
-  from a2_lane_events l
-  join unnest(%(session_ids)s::text[], %(consumers)s::text[], %(lanes)s::text[],
-              %(idxs)s::bigint[]) as k (session_id, consumer, lane, idx)
+  from {schema}.a2_lane_events l
+  join rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(consumers)s::text[]),
+                  pg_catalog.unnest(%(lanes)s::text[]),
+                  pg_catalog.unnest(%(idxs)s::bigint[]))
+       as k (session_id, consumer, lane, idx)
     on l.session_id = k.session_id and l.consumer = k.consumer and l.lane = k.lane
    and l.idx = k.idx;
 
 -- name: list_cursors
 select c.*
-  from a2_cursors c
-  left join a2_sessions s on s.session_id = c.session_id
+  from {schema}.a2_cursors c
+  left join {schema}.a2_sessions s on s.session_id = c.session_id
  where c.session_id = %(session_id)s
    and (c.kind = 'log'
         or c.head > coalesce(s.clear_index, 0)
@@ -85,10 +95,11 @@ select c.*
 -- name: has_pending
 select exists (
   select 1
-    from a2_cursors c
+    from {schema}.a2_cursors c
    where c.session_id = %(session_id)s
      and c.head > coalesce(
-           (select s.clear_index from a2_sessions s where s.session_id = %(session_id)s), 0)
+           (select s.clear_index from {schema}.a2_sessions s
+             where s.session_id = %(session_id)s), 0)
      and c.failed_at is null
      and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
 ) as has_pending;
@@ -97,62 +108,79 @@ select exists (
 -- `after` is '' for the first page (no session id is empty): one range scan of
 -- a2_sessions_listing per page, whatever plan the statement gets.
 select s.session_id, s.head, s.clear_index,
-       count(c.session_id) filter (where c.failed_at is null) as pending,
-       count(c.session_id) filter (where c.failed_at is not null) as dead_letters
+       pg_catalog.count(c.session_id) filter (where c.failed_at is null) as pending,
+       pg_catalog.count(c.session_id) filter (where c.failed_at is not null) as dead_letters
   from (select session_id, head, clear_index
-          from a2_sessions
+          from {schema}.a2_sessions
          where session_id collate "C" > %(after)s::text
          order by session_id collate "C"
          limit %(limit)s::bigint) s
-  left join a2_cursors c on c.session_id = s.session_id and c.head > s.clear_index
+  left join {schema}.a2_cursors c on c.session_id = s.session_id and c.head > s.clear_index
  group by s.session_id, s.head, s.clear_index
  order by s.session_id collate "C";
 
 -- name: free_stale_ids
 -- Events below a clear marker do not own their ids any more: those the new events
 -- reuse go (only sessions that were cleared are asked).
-delete from a2_events e
- using unnest(%(session_ids)s::text[], %(event_ids)s::text[]) as k (session_id, event_id)
+delete from {schema}.a2_events e
+ using rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(event_ids)s::text[])) as k (session_id, event_id)
  where e.session_id = k.session_id and e.event_id = k.event_id
-   and e.idx < (select s.clear_index from a2_sessions s where s.session_id = e.session_id);
+   and e.idx < (select s.clear_index from {schema}.a2_sessions s
+                 where s.session_id = e.session_id);
 
 -- name: insert_events
-insert into a2_events (session_id, idx, event_id, event_type, payload, created_at,
+insert into {schema}.a2_events (session_id, idx, event_id, event_type, payload, created_at,
                        cause_consumer, cause_lane, cause_index, cause_attempt)
 select k.session_id, k.idx, k.event_id, k.event_type, k.payload::json, %(now)s::timestamptz,
        k.cause_consumer, k.cause_lane, k.cause_index, k.cause_attempt
-  from unnest(%(session_ids)s::text[], %(idxs)s::bigint[], %(event_ids)s::text[],
-              %(types)s::text[], %(payloads)s::text[], %(cause_consumers)s::text[],
-              %(cause_lanes)s::text[], %(cause_indexes)s::bigint[],
-              %(cause_attempts)s::int[])
+  from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(idxs)s::bigint[]),
+                  pg_catalog.unnest(%(event_ids)s::text[]),
+                  pg_catalog.unnest(%(types)s::text[]),
+                  pg_catalog.unnest(%(payloads)s::text[]),
+                  pg_catalog.unnest(%(cause_consumers)s::text[]),
+                  pg_catalog.unnest(%(cause_lanes)s::text[]),
+                  pg_catalog.unnest(%(cause_indexes)s::bigint[]),
+                  pg_catalog.unnest(%(cause_attempts)s::int[]))
        as k (session_id, idx, event_id, event_type, payload, cause_consumer, cause_lane,
              cause_index, cause_attempt);
 
 -- name: insert_event_cursors
-insert into a2_cursors (session_id, consumer, cursor_key, kind, lane, position, head, ready_at)
+insert into {schema}.a2_cursors (session_id, consumer, cursor_key, kind, lane, position, head,
+                                 ready_at)
 select k.session_id, k.consumer, k.cursor_key, 'event', null, k.idx - 1, k.idx,
        %(now)s::timestamptz
-  from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(keys)s::text[],
-              %(idxs)s::bigint[]) as k (session_id, consumer, cursor_key, idx);
+  from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(consumers)s::text[]),
+                  pg_catalog.unnest(%(keys)s::text[]),
+                  pg_catalog.unnest(%(idxs)s::bigint[]))
+       as k (session_id, consumer, cursor_key, idx);
 
 -- name: insert_lane_events
-insert into a2_lane_events (session_id, consumer, lane, idx)
+insert into {schema}.a2_lane_events (session_id, consumer, lane, idx)
 select k.session_id, k.consumer, k.lane, k.idx
-  from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(lanes)s::text[],
-              %(idxs)s::bigint[]) as k (session_id, consumer, lane, idx)
+  from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(consumers)s::text[]),
+                  pg_catalog.unnest(%(lanes)s::text[]),
+                  pg_catalog.unnest(%(idxs)s::bigint[]))
+       as k (session_id, consumer, lane, idx)
 on conflict do nothing;
 
 -- name: queue_lane_heads
 -- An idle lane cursor (or one left below the clear marker) takes the lane's first new
 -- event; a busy one keeps its head and reaches the new events when it advances.
-insert into a2_cursors as c (session_id, consumer, cursor_key, kind, lane, position, head,
+insert into {schema}.a2_cursors as c (session_id, consumer, cursor_key, kind, lane, position, head,
                              ready_at)
 select k.session_id, k.consumer, k.cursor_key, 'lane', k.lane, s.clear_index, k.idx,
        %(now)s::timestamptz
-  from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(keys)s::text[],
-              %(lanes)s::text[], %(idxs)s::bigint[])
+  from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(consumers)s::text[]),
+                  pg_catalog.unnest(%(keys)s::text[]),
+                  pg_catalog.unnest(%(lanes)s::text[]),
+                  pg_catalog.unnest(%(idxs)s::bigint[]))
        as k (session_id, consumer, cursor_key, lane, idx)
-  join a2_sessions s on s.session_id = k.session_id
+  join {schema}.a2_sessions s on s.session_id = k.session_id
 on conflict (session_id, consumer, cursor_key) do update set
   head = excluded.head,
   position = greatest(c.position, excluded.position),
@@ -162,14 +190,17 @@ where c.head is null or c.head <= excluded.position;
 
 -- name: refresh_log_types
 -- Records each declared log consumer's types on its cursor (the seeds' refreshLogTypes).
-update a2_cursors c
+update {schema}.a2_cursors c
    set types = k.types
   from (select u.session_id, u.consumer, u.cursor_key,
                case when u.types_json is null then null
-                    else array(select json_array_elements_text(u.types_json::json)) end
+                    else array(select pg_catalog.json_array_elements_text(u.types_json::json)) end
                as types
-          from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(keys)s::text[],
-                      %(types)s::text[]) as u (session_id, consumer, cursor_key, types_json)) k
+          from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                          pg_catalog.unnest(%(consumers)s::text[]),
+                          pg_catalog.unnest(%(keys)s::text[]),
+                          pg_catalog.unnest(%(types)s::text[]))
+               as u (session_id, consumer, cursor_key, types_json)) k
  where c.session_id = k.session_id and c.consumer = k.consumer
    and c.cursor_key = k.cursor_key and c.kind = 'log'
    and c.types is distinct from k.types;
@@ -180,23 +211,27 @@ update a2_cursors c
 with k as (
   select u.session_id, u.consumer, u.cursor_key, u.lane, u.position,
          case when u.types_json is null then null
-              else array(select json_array_elements_text(u.types_json::json)) end as types
-    from unnest(%(session_ids)s::text[], %(consumers)s::text[], %(keys)s::text[],
-                %(lanes)s::text[], %(types)s::text[], %(positions)s::bigint[])
+              else array(select pg_catalog.json_array_elements_text(u.types_json::json)) end as types
+    from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                    pg_catalog.unnest(%(consumers)s::text[]),
+                    pg_catalog.unnest(%(keys)s::text[]),
+                    pg_catalog.unnest(%(lanes)s::text[]),
+                    pg_catalog.unnest(%(types)s::text[]),
+                    pg_catalog.unnest(%(positions)s::bigint[]))
          as u (session_id, consumer, cursor_key, lane, types_json, position)
 ), woken as (
-  select k.*, (select min(e.idx)
-                 from a2_events e
+  select k.*, (select pg_catalog.min(e.idx)
+                 from {schema}.a2_events e
                 where e.session_id = k.session_id
                   and e.idx > coalesce(cur.position, k.position)
                   and e.event_type <> 'a2.cleared'
                   and (k.types is null or e.event_type = any(k.types))) as next_head
     from k
-    left join a2_cursors cur
+    left join {schema}.a2_cursors cur
       on cur.session_id = k.session_id and cur.consumer = k.consumer
      and cur.cursor_key = k.cursor_key
 )
-insert into a2_cursors as c (session_id, consumer, cursor_key, kind, lane, position, head,
+insert into {schema}.a2_cursors as c (session_id, consumer, cursor_key, kind, lane, position, head,
                              types, ready_at)
 select w.session_id, w.consumer, w.cursor_key, 'log', w.lane, w.position, w.next_head,
        w.types, case when w.next_head is null then null else %(now)s::timestamptz end
@@ -212,11 +247,11 @@ where c.kind = 'log';
 -- made a head claimable (its ready_at is this transaction's time) or `forced`; returns
 -- the sessions notified.
 select s.session_id,
-       pg_notify(%(channel)s,
-                 json_build_object('session_id', s.session_id, 'head', s.head)::text)
-  from a2_sessions s
+       pg_catalog.pg_notify(%(channel)s,
+                 pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text)
+  from {schema}.a2_sessions s
  where s.session_id = any(%(session_ids)s::text[])
    and (s.session_id = any(%(forced)s::text[])
-        or exists (select 1 from a2_cursors c
-                    where c.ready_at = coalesce(%(now)s::timestamptz, now())
+        or exists (select 1 from {schema}.a2_cursors c
+                    where c.ready_at = coalesce(%(now)s::timestamptz, pg_catalog.now())
                       and c.session_id = s.session_id));

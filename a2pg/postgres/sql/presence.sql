@@ -3,30 +3,33 @@
 
 -- name: presence_write
 -- Last writer wins per field by `at`, unless the stored value has expired.
-insert into a2_presence as p (ns, participant, field, value, seen, at, expires_at)
+insert into {schema}.a2_presence as p (ns, participant, field, value, seen, at, expires_at)
 select %(ns)s, %(participant)s, k.field, k.value::json, %(seen)s::json, %(at)s::timestamptz,
-       n.now + %(ttl)s::interval
-  from unnest(%(fields)s::text[], %(values)s::text[]) as k (field, value)
- cross join (select coalesce(%(now)s::timestamptz, statement_timestamp()) as now) n
+       n.now + n.ttl
+  from rows from (pg_catalog.unnest(%(fields)s::text[]),
+                  pg_catalog.unnest(%(values)s::text[])) as k (field, value)
+ cross join (select coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as now,
+                    -- include: lease_ttl
+            ) n
 on conflict (ns, participant, field) do update
   set value = excluded.value, seen = excluded.seen, at = excluded.at,
       expires_at = excluded.expires_at
 where p.at <= excluded.at
-   or p.expires_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+   or p.expires_at <= coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp())
 returning field;
 
 -- name: presence_read
 -- Sweeps expired rows and returns the live, non-null fields.
 with n as (
-  select coalesce(%(now)s::timestamptz, statement_timestamp()) as now
+  select coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as now
 ), swept as (
-  delete from a2_presence p
+  delete from {schema}.a2_presence p
    using n
    where p.ns = %(ns)s and p.expires_at <= n.now
   returning 1
 )
 select p.participant, p.field, p.value, p.seen, p.at, p.expires_at
-  from a2_presence p
+  from {schema}.a2_presence p
  cross join n
- where p.ns = %(ns)s and p.expires_at > n.now and json_typeof(p.value) <> 'null'
+ where p.ns = %(ns)s and p.expires_at > n.now and pg_catalog.json_typeof(p.value) <> 'null'
  order by p.participant collate "C", p.field collate "C";
