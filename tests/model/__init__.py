@@ -1,0 +1,1 @@
+"""Model-based tests: random operation sequences on MemoryStore and PostgreSQL, compared."""

@@ -1,0 +1,507 @@
+"""One rule per Store operation, with small, valid-or-nearly-valid arguments.
+
+Arguments come from the universe and from what the stores showed: remembered attempts
+(shifted to stale and not-yet-reached numbers), session heads and clear indexes, dead
+letters. Where a known difference (``known``) would make the stores disagree, the rule
+applies that entry's tolerance, and only there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, precondition, rule
+
+from a2pg import (
+    AttemptRef,
+    Claimed,
+    ClaimResult,
+    Completed,
+    CompleteResult,
+    Completion,
+    Consumer,
+    NewEvent,
+    ReclaimResult,
+    ReleaseResult,
+    RenewResult,
+    SnapshotWrite,
+)
+from a2pg.models import JSON
+from a2pg.store import Store
+
+from . import universe as u
+from .batches import cut
+from .known import tolerated
+from .machine import ModelMachine, Pick
+from .pair import Ok
+
+SYNC_HOLDER = "model-sync"
+"""The holder of the claims the model makes only to bring PostgreSQL's log types up to date."""
+
+Normalise = Callable[[RenewResult | ReleaseResult], object]
+
+
+def once_each(result: RenewResult | ReleaseResult) -> object:
+    """A renew or release answer with each head once (see ``known``)."""
+    done = result.renewed if isinstance(result, RenewResult) else result.released
+    return (list(dict.fromkeys(done)), list(dict.fromkeys(result.superseded)))
+
+
+def reclaim_done(result: ReclaimResult) -> object:
+    return result.done
+
+
+class StoreModel(ModelMachine):
+    """Random operation sequences on MemoryStore (the reference) and PostgresStore."""
+
+    # -- the log ---------------------------------------------------------------------------
+
+    @initialize(
+        first=st.lists(u.new_events, min_size=1, max_size=4),
+        second=st.lists(u.new_events, max_size=4),
+        consumers=u.declared,
+    )
+    def start_with_work(
+        self, first: list[NewEvent], second: list[NewEvent], consumers: list[Consumer] | None
+    ) -> None:
+        """Every example starts with work claimed in both sessions, whichever rules it runs
+        (hypothesis turns a random subset of rules off in each example)."""
+        for session_id, events in zip(u.SESSIONS, (first, second), strict=True):
+            self.append(session_id, events, consumers, None, None)
+            self.claim_available(session_id, u.HOLDERS[0], 30.0, [], None, None, None)
+
+    @rule(
+        session_id=u.sessions,
+        events=st.lists(u.new_events, min_size=1, max_size=3) | st.just([]),
+        consumers=u.declared,
+        cause=u.causes,
+        origin=st.none() | st.sampled_from((0, 1, -1)),
+    )
+    def append(
+        self,
+        session_id: str,
+        events: list[NewEvent],
+        consumers: list[Consumer] | None,
+        cause: Pick | None,
+        origin: int | None,
+    ) -> None:
+        """``origin`` is relative to the clear index, ``cause`` a remembered attempt."""
+        if cause is not None:
+            ref = self.attempt(cause, session_id)[1]
+            events = [NewEvent(e.type, e.payload, e.id, ref, e.targets) for e in events]
+        origin_index = None if origin is None else self.info(session_id).clear_index + origin
+        result = self.both(
+            "append",
+            lambda s: s.append(
+                session_id, events, consumers=consumers, origin_index=origin_index or None
+            ),
+        )
+        if isinstance(result, Ok):
+            self.remember_events(result.value.events, events)
+
+    @rule(
+        session_id=u.sessions,
+        events=st.lists(u.events_with_ids, min_size=1, max_size=2),
+        consumers=u.declared,
+    )
+    def append_with_ids(
+        self, session_id: str, events: list[NewEvent], consumers: list[Consumer] | None
+    ) -> None:
+        """Supplied ids only: replays, conflicts, partial duplicates, ids reused after a clear."""
+        self.append(session_id, events, consumers, None, None)
+
+    @rule(
+        session_id=u.any_session,
+        after=st.none() | st.integers(0, 6),
+        through=st.none() | st.integers(0, 12),
+        types=st.none() | st.lists(st.sampled_from(u.TYPES), max_size=2),
+        limit=st.none() | st.integers(0, 3),
+    )
+    def read(
+        self,
+        session_id: str,
+        after: int | None,
+        through: int | None,
+        types: list[str] | None,
+        limit: int | None,
+    ) -> None:
+        self.both(
+            "read",
+            lambda s: s.read(session_id, after=after, through=through, types=types, limit=limit),
+        )
+
+    @rule(session_id=u.any_session, consumer=st.sampled_from(u.WAKE_LOG_CONSUMERS))
+    def wake_log(self, session_id: str, consumer: Consumer) -> None:
+        if self.dropped_lane(session_id, consumer) and tolerated("dropped_lane_cursor_remains"):
+            note("tolerated: dropped_lane_cursor_remains, not waking")
+            return
+        self.both("wake_log", lambda s: s.wake_log(session_id, consumer))
+
+    def dropped_lane(self, session_id: str, consumer: Consumer) -> bool:
+        """Whether a clear dropped a lane cursor on the lane ``consumer`` would follow, and no
+        cursor is on that lane now."""
+        if consumer.log is None or session_id not in self.lane_targets:
+            return False
+        lane = (consumer.name, consumer.log.lane)
+        clear_index = self.info(session_id).clear_index
+        below = any(
+            (name, on) == lane and index < clear_index
+            for name, on, index in self.lane_targets[session_id]
+        )
+        return below and not any((c.consumer, c.lane) == lane for c in self.cursors(session_id))
+
+    @rule(after=st.sampled_from((None, "a", "b")), limit=st.sampled_from((100, 1)))
+    def sessions(self, after: str | None, limit: int) -> None:
+        self.both("sessions", lambda s: s.sessions(after=after, limit=limit))
+
+    # -- claims ----------------------------------------------------------------------------
+
+    @rule(
+        session_id=u.any_session,
+        holder=u.holders,
+        ttl=u.ttls,
+        exclude=st.lists(u.picks, max_size=2),
+        consumers=u.served,
+        max_failures=u.max_failures,
+        back=st.none() | st.integers(0, 3),
+    )
+    def claim_available(
+        self,
+        session_id: str,
+        holder: str,
+        ttl: float,
+        exclude: list[int],
+        consumers: list[Consumer] | None,
+        max_failures: int | None,
+        back: int | None,
+    ) -> None:
+        """``exclude`` names remembered heads; ``through`` is ``back`` below the head."""
+        excluded = [self.attempt((p, 0), session_id)[1].ref for p in exclude]
+        through = None if back is None else max(0, self.info(session_id).head - back)
+        result = self.both(
+            "claim_available",
+            lambda s: s.claim_available(
+                session_id,
+                holder=holder,
+                ttl=ttl,
+                exclude=excluded,
+                consumers=consumers,
+                max_failures=max_failures,
+                through=through,
+            ),
+        )
+        if isinstance(result, Ok) and isinstance(result.value, Claimed):
+            self.remember(result.value.heads)
+
+    @rule(
+        holder=u.holders,
+        ttl=u.ttls,
+        consumers=u.served,
+        limit=st.sampled_from((10, 1, 2)),
+        max_failures=u.max_failures,
+    )
+    def claim_any(
+        self,
+        holder: str,
+        ttl: float,
+        consumers: list[Consumer] | None,
+        limit: int,
+        max_failures: int | None,
+    ) -> None:
+        result = self.both(
+            "claim_any",
+            lambda s: s.claim_any(
+                holder=holder, ttl=ttl, consumers=consumers, limit=limit, max_failures=max_failures
+            ),
+        )
+        if isinstance(result, Ok):
+            self.remember(result.value)
+
+    def held(self, session_id: str, picks: list[Pick]) -> tuple[list[AttemptRef], Normalise | None]:
+        """The claims a renew or release names, and the tolerance its answer needs."""
+        claims = [self.attempt(pick, session_id)[1] for pick in picks]
+        two_attempts = len({c.ref for c in claims}) < len(set(claims))  # one head, two numbers
+        if two_attempts and tolerated("repeated_head_in_renew_or_release"):
+            note("tolerated: repeated_head_in_renew_or_release")
+            return claims, once_each
+        return claims, None
+
+    @precondition(ModelMachine.has_attempts)
+    @rule(
+        session_id=u.any_session,
+        holder=u.holders,
+        picks=st.lists(st.tuples(u.picks, u.deltas), max_size=3),
+        ttl=u.ttls,
+    )
+    def renew_claims(self, session_id: str, holder: str, picks: list[Pick], ttl: float) -> None:
+        claims, normalise = self.held(session_id, picks)
+        self.both(
+            "renew_claims",
+            lambda s: s.renew_claims(session_id, holder=holder, claims=claims, ttl=ttl),
+            normalise,
+        )
+
+    @precondition(ModelMachine.has_attempts)
+    @rule(
+        session_id=u.any_session,
+        holder=u.holders,
+        picks=st.lists(st.tuples(u.picks, u.deltas), max_size=3),
+    )
+    def release_claims(self, session_id: str, holder: str, picks: list[Pick]) -> None:
+        claims, normalise = self.held(session_id, picks)
+        self.both(
+            "release_claims",
+            lambda s: s.release_claims(session_id, holder=holder, claims=claims),
+            normalise,
+        )
+
+    # -- outcomes of attempts --------------------------------------------------------------
+
+    def completion(
+        self, pick: Pick, events: list[NewEvent], consumers: list[Consumer] | None
+    ) -> Completion:
+        session_id, ref = self.attempt(pick)
+        return Completion(
+            session_id, ref.consumer, ref.lane, ref.index, ref.attempt, events, consumers
+        )
+
+    @precondition(ModelMachine.has_attempts)
+    @rule(
+        pick=st.tuples(u.picks, u.deltas),
+        events=st.lists(u.returned_events, max_size=2),
+        consumers=u.declared,
+        past_head=st.sampled_from((False, False, False, False, True)),
+    )
+    def complete_attempt(
+        self,
+        pick: Pick,
+        events: list[NewEvent],
+        consumers: list[Consumer] | None,
+        past_head: bool,
+    ) -> None:
+        """``past_head`` completes an index with no event yet."""
+        c = self.completion(pick, events, consumers)
+        index = self.info(c.session_id).head + 1 if past_head else c.index
+        result = self.both(
+            "complete_attempt",
+            lambda s: s.complete_attempt(
+                c.session_id,
+                consumer=c.consumer,
+                lane=c.lane,
+                index=index,
+                attempt=c.attempt,
+                events=c.events,
+                consumers=c.consumers,
+            ),
+        )
+        if isinstance(result, Ok) and isinstance(result.value, Completed):
+            self.remember_events(result.value.events, c.events)
+
+    @precondition(ModelMachine.has_attempts)
+    @rule(batch=u.batches)
+    def complete_attempts(self, batch: list[u.CompletionSpec]) -> None:
+        completions = [self.completion(pick, events, declared) for pick, events, declared in batch]
+        parts = [completions]
+        if tolerated("batch_differs_from_one_by_one"):
+            parts = cut(completions, self.seen("registered_consumers()"), self.log_lanes())
+            if len(parts) > 1:
+                note(f"tolerated: batch_differs_from_one_by_one, sent as {len(parts)} batches")
+        for part in parts:
+            result = self.both("complete_attempts", batch_of(part))
+            if isinstance(result, Ok):
+                for outcome, c in zip(result.value, part, strict=True):
+                    if isinstance(outcome, Completed):
+                        self.remember_events(outcome.events, c.events)
+
+    @precondition(ModelMachine.has_attempts)
+    @rule(
+        pick=st.tuples(u.picks, u.deltas),
+        error=st.sampled_from(("boom", "bang")),
+        max_failures=st.sampled_from((3, 1, 2)),
+        retry_after=st.sampled_from((None, 5.0, 20.0)),
+    )
+    def fail_attempt(
+        self, pick: Pick, error: str, max_failures: int, retry_after: float | None
+    ) -> None:
+        session_id, ref = self.attempt(pick)
+        self.both(
+            "fail_attempt",
+            lambda s: s.fail_attempt(
+                session_id,
+                consumer=ref.consumer,
+                lane=ref.lane,
+                index=ref.index,
+                attempt=ref.attempt,
+                error=error,
+                max_failures=max_failures,
+                retry_after=retry_after,
+            ),
+        )
+
+    @precondition(ModelMachine.has_cursors)
+    @rule(
+        session_id=u.any_session,
+        pick=u.picks,
+        skip=st.booleans(),
+        consumers=u.declared,
+    )
+    def redrive(
+        self, session_id: str, pick: int, skip: bool, consumers: list[Consumer] | None
+    ) -> None:
+        """Names a dead letter when the session has any, else a live head."""
+        dead = [(h.consumer, h.index) for h in self.dead_letters(session_id)]
+        live = [(c.consumer, c.head) for c in self.cursors(session_id) if c.head is not None]
+        candidates = dead or live or [(u.JOB, 1)]
+        consumer, index = candidates[pick % len(candidates)]
+        if dead.count((consumer, index)) > 1 and tolerated("redrive_of_two_dead_heads"):
+            note(f"tolerated: redrive_of_two_dead_heads, not redriving {consumer}@{index}")
+            return
+        self.both(
+            "redrive",
+            lambda s: s.redrive(
+                session_id,
+                consumer=consumer,
+                index=index,
+                action="skip" if skip else "retry",
+                consumers=consumers,
+            ),
+        )
+
+    # -- state snapshots -------------------------------------------------------------------
+
+    @rule(
+        session_id=u.any_session,
+        reducer=st.sampled_from(u.REDUCERS),
+        back=st.none() | st.integers(-1, 3),
+    )
+    def read_state(self, session_id: str, reducer: str, back: int | None) -> None:
+        through = None if back is None else max(0, self.info(session_id).head - back)
+        self.both("read_state", lambda s: s.read_state(session_id, reducer, through=through))
+
+    @precondition(ModelMachine.has_events)
+    @rule(
+        session_id=u.sessions,
+        reducer=st.sampled_from(u.REDUCERS),
+        writes=st.lists(
+            st.tuples(st.integers(-1, 3), u.PAYLOADS, st.lists(u.picks, max_size=2)),
+            max_size=2,
+        ),
+    )
+    def put_snapshots(
+        self, session_id: str, reducer: str, writes: list[tuple[int, JSON, list[int]]]
+    ) -> None:
+        """Each write is ``back`` below the head (-1: past it) and pins remembered heads."""
+        head = self.info(session_id).head
+        snapshots = [
+            SnapshotWrite(
+                max(1, head - back),
+                state,
+                [self.attempt((p, 0), session_id)[1].ref for p in pins],
+            )
+            for back, state, pins in writes
+        ]
+        result = self.both(
+            "put_snapshots", lambda s: s.put_snapshots(session_id, reducer, snapshots)
+        )
+        if isinstance(result, Ok):
+            bounds = self.snapshot_bounds.setdefault((session_id, reducer), set())
+            bounds.update(w.index for w in snapshots)
+
+    # -- clear and reclaim -----------------------------------------------------------------
+
+    @rule(
+        session_id=u.sessions,
+        back=st.none() | st.sampled_from((0, 1, -1)),
+        cause=u.causes,
+    )
+    def clear(self, session_id: str, back: int | None, cause: Pick | None) -> None:
+        """``if_last_index`` is ``back`` below the head; ``cause`` a remembered attempt."""
+        if_last = None if back is None else max(0, self.info(session_id).head - back)
+        ref = None if cause is None else self.attempt(cause, session_id)[1]
+        self.both("clear", lambda s: s.clear(session_id, if_last_index=if_last, cause=ref))
+
+    @precondition(ModelMachine.has_cleared)
+    @rule(session_id=u.any_session)
+    def reclaim(self, session_id: str) -> None:
+        normalise = None
+        reused = self.reused_rows(session_id)
+        if reused and tolerated("reused_id_frees_the_old_row"):
+            note(f"tolerated: reused_id_frees_the_old_row ({reused} rows)")
+            normalise = reclaim_done
+        result = self.both("reclaim", lambda s: s.reclaim(session_id), normalise)
+        if isinstance(result, Ok) and session_id in self.reclaimed:
+            self.reclaimed[session_id] += result.value.deleted
+
+    def reused_rows(self, session_id: str) -> int:
+        """Rows below the clear, not reclaimed yet, whose id a later event took again."""
+        ids = self.ids_at.get(session_id, {})
+        clear_index = self.info(session_id).clear_index
+        start = self.reclaimed.get(session_id, 0)
+        return sum(
+            1
+            for index, event_id in ids.items()
+            if start < index < clear_index
+            and any(later > index and other == event_id for later, other in ids.items())
+        )
+
+    # -- the registry ----------------------------------------------------------------------
+
+    @rule(consumers=st.sampled_from(u.REGISTRATIONS))
+    def register_consumers(self, consumers: list[Consumer]) -> None:
+        self.both("register_consumers", lambda s: s.register_consumers(consumers))
+        if tolerated("registered_types_reach_cursors_lazily"):
+            note("tolerated: registered_types_reach_cursors_lazily, a write in every session")
+            for session_id in u.SESSIONS:
+                self.both("claim_available(through=0) to refresh types", refresher(session_id))
+
+    @rule(names=st.sampled_from(u.UNREGISTRATIONS))
+    def unregister_consumers(self, names: list[str]) -> None:
+        self.both("unregister_consumers", lambda s: s.unregister_consumers(names))
+
+    # -- presence and the clock ------------------------------------------------------------
+
+    @rule(
+        participant=st.sampled_from(u.PARTICIPANTS),
+        values=st.dictionaries(
+            st.sampled_from(u.FIELDS), st.sampled_from((None, 1, "x")), max_size=2
+        ),
+        offset=st.sampled_from((0.0, -10.0, 10.0)),
+        seen=st.sampled_from((None, 1)),
+        ttl=st.sampled_from((5.0, 30.0)),
+    )
+    def presence_write(
+        self, participant: str, values: dict[str, JSON], offset: float, seen: JSON, ttl: float
+    ) -> None:
+        """``at`` is ``offset`` seconds from now."""
+        at = self.pair.clock() + timedelta(seconds=offset)
+        self.both(
+            "presence.write",
+            lambda s: s.presence.write(u.NAMESPACE, participant, values, at=at, seen=seen, ttl=ttl),
+        )
+
+    @rule(ns=st.sampled_from((u.NAMESPACE, "other")))
+    def presence_read(self, ns: str) -> None:
+        self.both("presence.read", lambda s: s.presence.read(ns))
+
+    @rule(seconds=st.sampled_from((1.0, 5.0, 10.0, 11.0, 30.0, 31.0, 60.0)))
+    def advance_clock(self, seconds: float) -> None:
+        self.pair.clock.advance(seconds)
+
+
+def batch_of(completions: list[Completion]) -> Callable[[Store], Awaitable[list[CompleteResult]]]:
+    async def call(store: Store) -> list[CompleteResult]:
+        return await store.complete_attempts(completions)
+
+    return call
+
+
+def refresher(session_id: str) -> Callable[[Store], Awaitable[ClaimResult]]:
+    """A write naming no consumers that claims nothing: ``claim_available(through=0)``."""
+
+    async def call(store: Store) -> ClaimResult:
+        return await store.claim_available(session_id, holder=SYNC_HOLDER, ttl=30.0, through=0)
+
+    return call
