@@ -66,8 +66,8 @@ def claim_any(ready: ReadyQueue, args: ClaimAnyArgs, *, now: datetime) -> list[H
     """Claims the ``limit`` oldest-ready eligible heads of all sessions: by ready time,
     then session id, index, consumer (and lane).
 
-    Unlike ``claim_available`` it refreshes no log types: a registration already
-    reached every cursor of its consumer.
+    Unlike ``claim_available`` it refreshes no log types (as on PostgreSQL): a new
+    registration reaches a cursor at its session's next write naming no consumers.
     """
     served = args.served
     taken = ready.take(now, lambda c: served is None or c.consumer in served, args.limit)

@@ -20,6 +20,7 @@ from ..contract.rules import (
     replay,
 )
 from ..models import (
+    ClaimRef,
     Completed,
     CompleteResult,
     Consumer,
@@ -138,25 +139,29 @@ def redrive(
     """Retries or skips a dead-lettered head; not redriven when no such head is live."""
     if session is None:
         return RedriveResult(False, False)
-    cursor = next(
-        (
-            cursor
-            for cursor in session.cursors.values()
-            if cursor.consumer == args.consumer
-            and cursor.head == args.index
-            and cursor.dispatch.failed_at is not None
-        ),
-        None,
+    dead = [
+        cursor
+        for cursor in session.cursors.values()
+        if cursor.consumer == args.consumer
+        and cursor.head == args.index
+        and cursor.dispatch.failed_at is not None
+    ]
+    # The consumer's dead event head and a dead lane head may share the index: take the
+    # one ``dead_letters`` lists first (the event cursor before named lanes).
+    cursor = min(
+        dead, key=lambda c: claim_order(ClaimRef(c.consumer, c.lane, args.index)), default=None
     )
     if cursor is None:
         return RedriveResult(False, has_pending(session, args.consumers))
     refresh_types(session, wake)
+    # Wakes only when a head becomes claimable: a retried one, or the next head a skip
+    # exposes (``advance`` announces that); a skip leaving the cursor idle wakes nobody.
     if args.action == "skip":
         advance(session, cursor, CompletedAttempt(None, ()), now)
     else:
         cursor.dispatch = replace(cursor.dispatch, failed_at=None, failure_count=0)
         session.set_ready(cursor, now)
-    session.new_work = True
+        session.new_work = True
     return RedriveResult(True, has_pending(session, args.consumers))
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..models import Consumer
-from .cursors import refresh_types
-from .state import SessionState
 
 
 class Registry:
@@ -19,13 +17,12 @@ class Registry:
         """The log consumers a write wakes: those it names, else the registered ones."""
         return list(self._consumers.values()) if consumers is None else consumers
 
-    def register(self, consumers: Sequence[Consumer], sessions: Iterable[SessionState]) -> None:
-        """Stores each spec. A changed spec reaches the consumer's existing log cursors in
-        every session at once, as ``refreshLogTypes`` would on their next write."""
+    def register(self, consumers: Sequence[Consumer]) -> None:
+        """Stores each spec. A changed spec reaches the consumer's existing log cursors
+        lazily, as ``refreshLogTypes`` does in the seeds (and PostgreSQL here): at their
+        session's next write that wakes the registered consumers (one naming none)."""
         for consumer in consumers:
             self._consumers[consumer.name] = consumer
-        for session in sessions:
-            refresh_types(session, consumers)
 
     def unregister(self, names: Iterable[str]) -> None:
         """Stops waking these consumers; their cursors stay."""

@@ -339,7 +339,7 @@ class MemoryStore:
     async def register_consumers(self, consumers: Sequence[Consumer]) -> None:
         """Stores each log consumer's spec (targeted ones are ignored)."""
         logs = check_register_consumers(consumers, limits=self._limits)
-        self._registry.register(logs, self._sessions.by_id.values())
+        self._registry.register(logs)
 
     async def unregister_consumers(self, names: Sequence[str]) -> None:
         self._registry.unregister(check_unregister_consumers(names, limits=self._limits))

@@ -156,7 +156,9 @@ async def _judged(
     found: AsyncCursor[DictRow],
     written: AsyncCursor[DictRow],
 ) -> tuple[list[ClaimRef], list[ClaimRef]]:
-    """Sorts each claim into done (the statement wrote its row), superseded or neither."""
+    """Sorts each claim into done (the statement wrote its row at this claim's attempt),
+    superseded or neither. A head named at its attempt and at one not reached yet is
+    done once: the row written says nothing of which attempt wrote it."""
     session = await locked.fetchone()
     clear_index = 0 if session is None else int(session["clear_index"])
     cursors = {(r["consumer"], r["cursor_key"]): codec.cursor(r) for r in await found.fetchall()}
@@ -165,9 +167,15 @@ async def _judged(
     superseded: list[ClaimRef] = []
     for claim in sorted(claims, key=claim_order):
         key = codec.cursor_key(claim.lane, claim.index)
-        standing = claim_standing(claim, cursors.get((claim.consumer, key)), clear_index)
+        cursor = cursors.get((claim.consumer, key))
+        standing = claim_standing(claim, cursor, clear_index)
         if standing == "superseded":
             superseded.append(claim.ref)
-        elif standing == "current" and (claim.consumer, key, claim.index) in wrote:
+        elif (
+            standing == "current"
+            and cursor is not None
+            and cursor.dispatch.attempt_count == claim.attempt
+            and (claim.consumer, key, claim.index) in wrote
+        ):
             done.append(claim.ref)
     return done, superseded

@@ -17,7 +17,8 @@ RECLAIM_BATCH = 256
 
 async def clear(tx: Tx, args: ClearArgs) -> Finish[ClearResult]:
     """Appends the ``a2.cleared`` marker (stored without a cause) and hides what is below:
-    log cursors restart at the marker, other heads and every pin are dropped."""
+    log cursors restart at the marker, lane cursors and every pin go, event heads are
+    parked (their rows wait for reclaim)."""
     session_id, cause = args.session_id, args.cause
     locked = await tx.lock([session_id])
     found = None
@@ -47,6 +48,7 @@ async def clear(tx: Tx, args: ClearArgs) -> Finish[ClearResult]:
     params = {"session_id": session_id, "marker": marker.index}
     await tx.execute(tx.query("mark_cleared"), params)
     await tx.execute(tx.query("restart_log_cursors"), params)
+    await tx.execute(tx.query("drop_lane_cursors"), params)
     await tx.execute(tx.query("park_cursors"), params)
     await tx.execute(tx.query("drop_pins"), params)
     return finished(ClearResult(True, marker.index, marker.index))

@@ -2,23 +2,27 @@
 
 ``complete_attempts`` is one transaction of one or two round trips, any size. The
 fast path (``complete_fenced``) takes batches that return no events, each on its
-own cursor, which is what workers mostly send: session locks, the advance fenced in
-SQL on each exact attempt, and the commit go in one round trip; if any completion
-misses its fence the statement fails, nothing is written, and the batch is judged.
+own cursor, whose order does not matter (``InOrder``), which is what workers mostly
+send: session locks, the advance fenced in SQL on each exact attempt, and the commit
+go in one round trip; if any completion misses its fence the statement fails,
+nothing is written, and the batch is judged.
 
 Judged (``complete_judged``): the first round trip locks the sessions (sorted) and
 reads every cursor (locked), lane record and stored id the batch names; each
 completion is then judged in Python, in order, exactly as ``complete_attempt`` would
 judge it after the ones before it (a ``WritePlan`` tracks heads and the ids this
 batch appended); the second round trip sends the writes of all fresh completions
-with the commit.
+with the commit. The set-based writes of a plan apply all type refreshes, then all
+events, then all advances: where that order would change an outcome (``InOrder``),
+the batch's writes are cut into consecutive plans, sent in order in that same trip.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Final
 
 from psycopg.rows import DictRow
 
@@ -69,11 +73,80 @@ class Item:
         return (c.session_id, c.consumer, codec.cursor_key(c.lane, c.index))
 
 
+UNKNOWN_TYPES: Final = "unknown"
+"""The types a log cursor moved with, when the fast path cannot know them (never the
+JSON text of a list)."""
+
+
+def declared_types(item: Item) -> dict[CursorKey, str | None]:
+    """The log cursors whose types ``item`` records (its wake set's log consumers)."""
+    c = item.args.completion
+    return {
+        (c.session_id, consumer.name, codec.cursor_key(consumer.log.lane, 0)): codec.types_json(
+            consumer.log.types
+        )
+        for consumer in item.wake
+        if consumer.log is not None
+    }
+
+
+@dataclass(slots=True)
+class InOrder:
+    """Whether the completions seen so far, written set-based, still give exactly the
+    outcome of ``complete_attempt`` one by one.
+
+    One plan's statements record every type refresh, then insert every event, then
+    advance every cursor. That differs from one by one only where a log cursor of a
+    session moves before a later completion of that session declares its consumer with
+    other types (the move would use them), or returns events (the move would see them);
+    or where two completions declare one log consumer of a session with different
+    types (the woken cursor would take its head by the last ones). ``fits`` says
+    whether the next completion can join; if not, the writes so far go first.
+    """
+
+    declared: dict[CursorKey, str | None] = field(default_factory=dict)
+    """Types declared by the completions seen, per log cursor."""
+    moved: dict[CursorKey, str | None] = field(default_factory=dict)
+    """Log cursors the completions seen advanced, each with the types it moved by."""
+    moved_in: set[str] = field(default_factory=set)
+    """The sessions of ``moved``."""
+
+    def fits(self, item: Item, declares: dict[CursorKey, str | None]) -> bool:
+        for key, types in declares.items():
+            if self.declared.get(key, types) != types or self.moved.get(key, types) != types:
+                return False
+        return not (item.args.events and item.args.completion.session_id in self.moved_in)
+
+    def add(
+        self,
+        item: Item,
+        declares: dict[CursorKey, str | None],
+        *,
+        log: bool,
+        types: str | None = UNKNOWN_TYPES,
+    ) -> None:
+        """Counts ``item`` in; ``log`` when it advances a log cursor, whose ``types`` before
+        it are given when known (those it declares itself override them)."""
+        self.declared.update(declares)
+        if log:
+            self.moved[item.key] = self.declared.get(item.key, types)
+            self.moved_in.add(item.args.completion.session_id)
+
+
 def fits_fast_path(items: Sequence[Item]) -> bool:
-    """Completions returning no events, each on its own cursor: the common case, which
+    """Completions returning no events, each on its own cursor, in an order that does
+    not matter (``InOrder``; a lane named may be a log cursor): the common case, which
     ``complete_fenced`` settles in one round trip when every one is fresh."""
     keys = {item.key for item in items}
-    return len(keys) == len(items) and not any(item.args.events for item in items)
+    if len(keys) != len(items) or any(item.args.events for item in items):
+        return False
+    order = InOrder()
+    for item in items:
+        declares = declared_types(item)
+        if not order.fits(item, declares):
+            return False
+        order.add(item, declares, log=item.args.completion.lane is not None)
+    return True
 
 
 def missed_fence(exc: Exception) -> bool:
@@ -115,7 +188,7 @@ async def complete_fenced(tx: Tx, items: Sequence[Item]) -> Finish[list[Complete
     if touched:
         tx.notify = await tx.execute(
             tx.query("notify_ready"),
-            {"channel": tx.channel, "session_ids": sorted(touched), "now": now, "forced": []},
+            {"channel": tx.channel, "session_ids": sorted(touched), "now": now},
         )
     return finished([Completed([]) for _ in items])
 
@@ -139,6 +212,11 @@ class Batch:
         owners: dict[tuple[str, str], StoredEvent],
     ) -> None:
         self.plan = plan
+        self.plans = [plan]
+        """The writes in the order they go: a new plan where ``order`` would not hold."""
+        self.order = InOrder()
+        self.types: dict[CursorKey, str | None] = {}
+        """The types the batch's completions declared so far, per log cursor."""
         self.cursors = cursors
         self.lanes = lanes
         self.owners = owners
@@ -169,11 +247,12 @@ class Batch:
             assert recorded is not None
             return Completed(self._replayed(item, recorded, clear_index))
         refuse_taken_ids(any(self._owned(c.session_id, event_id, clear_index) for event_id in ids))
+        assert row is not None
+        self._in_order(item, row)
         self.plan.refresh(c.session_id, item.wake)
         stored = self.plan.add_batch(c.session_id, item.args.events, wake=item.wake, cause=cause)
         for event in stored:
             self.owners[(c.session_id, event.id)] = event
-        assert row is not None
         self.plan.finish(
             c.session_id,
             consumer=c.consumer,
@@ -185,6 +264,18 @@ class Batch:
         )
         self.earlier[item.key] = EarlierCompletion(c.index, CompletedAttempt(c.attempt, tuple(ids)))
         return Completed(stored)
+
+    def _in_order(self, item: Item, row: DictRow) -> None:
+        """Starts a new plan when this fresh completion's writes must follow those so far."""
+        declares = declared_types(item)
+        if not self.order.fits(item, declares):
+            self.plan = WritePlan(self.plan.now, self.plan.new_id, self.plan.sessions)
+            self.plans.append(self.plan)
+            self.order = InOrder()
+        stored = None if row["types"] is None else codec.types_json(row["types"])
+        types = self.types.get(item.key, stored)  # the cursor's types before this completion
+        self.types.update(declares)
+        self.order.add(item, declares, log=row["kind"] == "log", types=types)
 
     def _recorded(
         self, item: Item, row: DictRow | None, earlier: EarlierCompletion | None
@@ -258,10 +349,16 @@ async def complete_judged(tx: Tx, items: Sequence[Item]) -> Finish[list[Complete
     if ids_cur is not None:
         for r in await ids_cur.fetchall():
             owners[(r["session_id"], r["event_id"])] = codec.event(r)
-    plan = tx.new_plan(now, sessions)
-    batch = Batch(plan, cursors, lane_rows, owners)
+    batch = Batch(tx.new_plan(now, sessions), cursors, lane_rows, owners)
     results = [batch.judge(item) for item in items]
-    await tx.apply(plan)
+    *earlier, last = batch.plans
+    for plan in earlier:  # in order, each seeing the writes before it; one NOTIFY at the end
+        last.appended |= plan.appended
+        last.touched |= plan.touched
+        last.moved_heads |= plan.moved_heads
+        plan.moved_heads.clear()  # the last plan sets every head the batch moved
+        await plan.apply(tx.conn, statements=tx.statements, channel=tx.channel, notify=False)
+    await tx.apply(last)
     return finished(results)
 
 
@@ -348,7 +445,7 @@ async def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> Finish
                 "now": now,
             }
             await tx.execute(tx.query("retry_head"), retry)
-        plan.force_notify(session_id)
+            plan.touched.add(session_id)  # the retried head is claimable from now
         await tx.apply(plan)
     flag = await tx.execute(tx.query("has_pending"), has_pending(session_id, args.consumers))
 
@@ -356,3 +453,4 @@ async def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> Finish
         return RedriveResult(redriven, await pending_flag(flag))
 
     return finish
+

@@ -169,7 +169,8 @@ class PostgresStore:
         - ``"transaction"`` (PgBouncer ``pool_mode = transaction``): LISTEN would
           silently never fire there, so the store does not listen (it says so once at
           INFO); streams and wakeups of other processes' writes come from the poll
-          alone, every ``poll_interval``. ``prepare`` then defaults to False.
+          alone, every ``poll_interval``, unless ``listen_dsn`` names a direct (or
+          session-mode) path for the LISTEN connection. ``prepare`` defaults to False.
 
         ``prepare`` (default: True unless ``pooler="transaction"``): whether psycopg may
         prepare the statements it runs often. PgBouncer in transaction mode keeps
@@ -210,11 +211,11 @@ class PostgresStore:
             registry_ttl=registry_ttl,
             poll_interval=poll_interval,
             prepare=prepare,
-            notifications=pooler != "transaction",
+            notifications=pooler != "transaction" or listen_dsn is not None,
             scrub=reach.scrub,
         )
         store._log_filter = reach.log_filter
-        if pooler == "transaction":
+        if pooler == "transaction" and listen_dsn is None:
             logger.info(
                 "a2pg store on schema %r behind a transaction-mode pooler: not listening "
                 "(LISTEN never fires there); streams and wakeups poll every %ss",

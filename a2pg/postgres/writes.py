@@ -91,7 +91,6 @@ class WritePlan:
     appended: set[str] = field(default_factory=set)
     touched: set[str] = field(default_factory=set)
     """Sessions where this transaction may have made a head claimable (notify_ready looks)."""
-    forced: set[str] = field(default_factory=set)
 
     # -- recording ------------------------------------------------------------------------
 
@@ -202,10 +201,6 @@ class WritePlan:
     def release(self, session_id: str, consumer: str, key: str, index: int) -> None:
         push(self.releases, session_id, consumer, key, index)
 
-    def force_notify(self, session_id: str) -> None:
-        self.forced.add(session_id)
-        self.touched.add(session_id)
-
     # -- sending -------------------------------------------------------------------------
 
     async def apply(
@@ -249,7 +244,6 @@ class WritePlan:
             "channel": channel,
             "session_ids": sorted(self.touched),
             "now": now,
-            "forced": sorted(self.forced),
         }
         await cur.execute(statements.query("notify_ready"), params)
         return cur

@@ -149,7 +149,8 @@ def test_a_bad_number_exits_2_with_one_error_line(cli: Cli, option: str, value: 
         (["--retry-base", "inf"], "Backoff.base must be a positive number of seconds, got inf"),
         (
             ["--retry-cap", "3e11"],
-            "Backoff.cap must be at least base (1.0) and at most 3155760000 seconds, got 300000000000.0",
+            "Backoff.cap must be at least base (1.0) and at most 3155760000 seconds, "
+            "got 300000000000.0",
         ),
         (
             ["--ttl", "3e11"],

@@ -49,12 +49,11 @@ def fails_on(request: pytest.FixtureRequest, backend: Backend) -> FailsOn:
 # -- redrive ----------------------------------------------------------------------------
 
 
-async def test_redrive_takes_the_dead_head_listed_first(store: Store, fails_on: FailsOn) -> None:
+async def test_redrive_takes_the_dead_head_listed_first(store: Store) -> None:
     """SPEC 2.4: ``redrive(consumer, index)`` names a head by consumer and index; when the
     consumer has a dead event head and a dead lane head at that index, it must pick the
     same one on every backend: the one ``dead_letters`` lists first (by index, consumer,
     then lane, the event cursor before named lanes). A second call takes the other."""
-    fails_on(["memory"], "memory redrives the lane head, PostgreSQL the event head")
     await append(store, "s", ev(to=[Target("c", "x"), Target("c")]))
     for head in await claim(store, "s"):
         await fail(store, head, max_failures=1)
@@ -66,7 +65,6 @@ async def test_redrive_takes_the_dead_head_listed_first(store: Store, fails_on: 
     assert [(h.consumer, h.lane) for h in await store.dead_letters("s")] == [("c", "x")]
 
 
-@pytest.mark.xfail(strict=True, reason="both backends wake on every redrive (a forced NOTIFY)")
 async def test_a_redrive_skip_that_leaves_nothing_claimable_wakes_nobody(store: Store) -> None:
     """SPEC 5 and 2.8: wakeups (NOTIFY on PostgreSQL) go out only on transitions that create
     claimable work. Skipping the last dead head creates none, so no wakeup names the
@@ -102,11 +100,10 @@ async def test_a_redrive_skip_that_leaves_nothing_claimable_wakes_nobody(store: 
 # -- renew and release --------------------------------------------------------------------
 
 
-async def test_renew_and_release_answer_a_head_once(store: Store, fails_on: FailsOn) -> None:
+async def test_renew_and_release_answer_a_head_once(store: Store) -> None:
     """SPEC 2.4: renew extends "each live claim still held by holder at that attempt"; an
     attempt not reached yet is "neither" renewed nor superseded. Named twice, at its
     current attempt and at the next, a head is renewed (or released) once."""
-    fails_on(["postgres"], "PostgreSQL answers the head once per AttemptRef naming it")
     await append(store, "s", ev(to=["c"]))
     head = await claim_one(store, "s")
     current = head.attempt_ref
@@ -120,11 +117,10 @@ async def test_renew_and_release_answer_a_head_once(store: Store, fails_on: Fail
 # -- clear: ids below the marker ----------------------------------------------------------
 
 
-async def test_reclaim_counts_rows_whose_id_was_reused(store: Store, fails_on: FailsOn) -> None:
+async def test_reclaim_counts_rows_whose_id_was_reused(store: Store) -> None:
     """SPEC 2.6: an id stored only below the clear marker may be appended again, and
     ``reclaim`` deletes the rows below the marker: all of them, the one whose id was
     reused included (it stays below the marker until reclaimed, see 2.8 on streams)."""
-    fails_on(["postgres"], "PostgreSQL deletes the old row when its id is appended again")
     await append(store, "s", ev(id="a"), ev(id="b"))
     await store.clear("s")
     await append(store, "s", ev(id="a"))
@@ -133,12 +129,11 @@ async def test_reclaim_counts_rows_whose_id_was_reused(store: Store, fails_on: F
 
 
 async def test_a_stream_behind_a_clear_still_gets_a_row_whose_id_was_reused(
-    store: Store, fails_on: FailsOn
+    store: Store,
 ) -> None:
     """SPEC 2.8 (no gaps) and 2.6: a stream that started before a clear delivers the events
     committed before it, then the marker. Appending an id used below the marker again
     must not take the old event out of such a stream."""
-    fails_on(["postgres"], "PostgreSQL deletes the old row, so the stream skips its index")
     await append(store, "s", ev(id="a"))
     stream = store.stream("s")
     try:
@@ -154,13 +149,10 @@ async def test_a_stream_behind_a_clear_still_gets_a_row_whose_id_was_reused(
 # -- wake_log after a clear ----------------------------------------------------------------
 
 
-async def test_wake_log_after_a_clear_ignores_the_dropped_lane_cursor(
-    store: Store, fails_on: FailsOn
-) -> None:
+async def test_wake_log_after_a_clear_ignores_the_dropped_lane_cursor(store: Store) -> None:
     """SPEC 2.6: a clear drops every cursor but log cursors. A targeted consumer's lane
     cursor it dropped must not make ``wake_log`` of a log consumer on that lane fail as
     if the lane were still a targeted one (it is an idle cursor at the marker)."""
-    fails_on(["postgres"], "PostgreSQL keeps the lane cursor's row and refuses the lane")
     await append(store, "s", ev(to=[Target("c", "x")]))
     await completed(store, await claim_one(store, "s"))
     await store.clear("s")
@@ -176,15 +168,12 @@ async def test_wake_log_after_a_clear_ignores_the_dropped_lane_cursor(
 # -- the registry --------------------------------------------------------------------------
 
 
-async def test_registered_types_reach_a_cursor_at_its_next_write(
-    store: Store, fails_on: FailsOn
-) -> None:
+async def test_registered_types_reach_a_cursor_at_its_next_write(store: Store) -> None:
     """SPEC 2.9: a re-registered spec "reaches cursors the way refreshLogTypes does in the
     seeds": at the session's next write that wakes the consumer (one naming no
     consumers), not at once. ``claim_any`` refreshes no types, and a completion naming
     its consumers explicitly ([] here) is not such a write, so the log cursor moves on
     with the types it had."""
-    fails_on(["memory"], "memory gives every cursor the registered types at once")
     await append(store, "s", ev("a"), ev("b"), consumers=[log_consumer("f", types=["a"])])
     await store.register_consumers([log_consumer("f", types=["a", "b"])])
     [head] = await store.claim_any(holder="worker-1", ttl=30)  # a claim that refreshes nothing
@@ -205,12 +194,11 @@ async def test_registered_types_come_back_as_a_tuple(store: Store) -> None:
 
 
 async def test_a_later_completion_declaring_other_types_does_not_move_an_earlier_one(
-    store: Store, fails_on: FailsOn
+    store: Store,
 ) -> None:
     """SPEC 2.4: each completion of a batch "is fenced and judged on its own exactly as
     complete_attempt would", in order. The log cursor's completion comes first, with the
     types it declares; the types a later completion declares come after it has moved."""
-    fails_on(["postgres"], "PostgreSQL applies every type refresh of the batch first")
     old, new = log_consumer("f", types=["a"]), log_consumer("f", types=["a", "b"])
     await append(store, "s", ev("a"), ev("b", to=["c"]), consumers=[old])
     heads = {h.consumer: h for h in await claim(store, "s", consumers=[old, Consumer("c")])}
@@ -224,13 +212,12 @@ async def test_a_later_completion_declaring_other_types_does_not_move_an_earlier
 
 
 async def test_a_later_completion_appending_an_event_does_not_move_an_earlier_one(
-    store: Store, fails_on: FailsOn
+    store: Store,
 ) -> None:
     """SPEC 2.4: a batch's completions are judged in order, each "exactly as
     complete_attempt would". Completed first, the log cursor finds nothing more of its
     types and goes idle; the event a later completion returns (naming no log consumer)
     does not wake it."""
-    fails_on(["postgres"], "PostgreSQL advances the log cursor past the whole batch's events")
     follower = log_consumer("f", types=["a"])
     await append(store, "s", ev("a"), ev("x", to=["c"]), consumers=[follower])
     heads = {h.consumer: h for h in await claim(store, "s", consumers=[follower, Consumer("c")])}

@@ -106,6 +106,16 @@ async def test_a_redrive_wakes(store: Store) -> None:
     await expect_wakeup(store, store, "s", trigger)
 
 
+async def test_a_redrive_skip_that_exposes_the_next_head_wakes(store: Store) -> None:
+    await append(store, "s", ev(to=[Target("c", "x")]), ev(to=[Target("c", "x")]))
+    await fail(store, await claim_one(store, "s"), max_failures=1)
+
+    async def trigger() -> object:
+        return await store.redrive("s", consumer="c", index=1, action="skip")
+
+    await expect_wakeup(store, store, "s", trigger)
+
+
 async def test_every_listener_is_woken(store: Store, make_store: MakeStore) -> None:
     other = await make_store()
     first, second = store.wakeups(), other.wakeups()

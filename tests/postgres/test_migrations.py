@@ -17,7 +17,8 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from a2pg.postgres import migrate
+from a2pg.models import NewEvent
+from a2pg.postgres import PostgresStore, migrate
 from a2pg.postgres.layout import (
     HEAD_REVISION,
     LAYOUT,
@@ -111,6 +112,49 @@ def test_upgrade_downgrade_to_base_and_upgrade_again(db: str) -> None:
     migrate.upgrade(db)
     assert inspect_layout(db).is_current
     assert tables(db) == {*TABLES, VERSION_TABLE}
+
+
+def event_rows(dsn: str) -> list[tuple[int, str]]:
+    with psycopg.connect(dsn) as conn:
+        return list(conn.execute("select idx, event_id from a2_events order by idx"))
+
+
+async def test_0003_keeps_the_old_event_of_a_reused_id_and_its_downgrade_drops_it(
+    db: str,
+) -> None:
+    """0003 (SPEC 2.6): a session cleared under 0002 can reuse an id of its past, whose old
+    event then stays until reclaim; back at 0002, which keeps one event per id, it goes."""
+    migrate.upgrade(db, revision="0002")
+    with psycopg.connect(db) as conn:
+        conn.execute(
+            "insert into a2_sessions (session_id, head, clear_index, created_at)"
+            " values ('s', 3, 3, now())"
+        )
+        conn.execute(
+            "insert into a2_events (session_id, idx, event_id, event_type, payload, created_at)"
+            " values ('s', 1, 'a', 't', 'null', now()), ('s', 2, 'b', 't', 'null', now()),"
+            " ('s', 3, 'm', 'a2.cleared', 'null', now())"
+        )
+    migrate.upgrade(db)
+    store = await PostgresStore.open(db, max_size=1)
+    try:
+        [again] = (await store.append("s", [NewEvent("t", None, id="a")])).events
+        [replayed] = (await store.append("s", [NewEvent("t", None, id="a")])).events
+        assert again.index == replayed.index == 4
+        assert [e.index for e in await store.read("s")] == [3, 4]
+    finally:
+        await store.close()
+    assert event_rows(db) == [(1, "a"), (2, "b"), (3, "m"), (4, "a")]
+    migrate.downgrade(db, revision="0002")
+    assert inspect_layout(db).revision == "0002"
+    assert event_rows(db) == [(2, "b"), (3, "m"), (4, "a")]
+    with psycopg.connect(db) as conn, pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute(
+            "insert into a2_events (session_id, idx, event_id, event_type, payload, created_at)"
+            " values ('s', 5, 'b', 't', 'null', now())"
+        )
+    migrate.upgrade(db)
+    assert inspect_layout(db).is_current
 
 
 def test_each_revision_records_itself_in_a2_meta(db: str) -> None:

@@ -123,6 +123,27 @@ async def test_behind_a_session_pooler_the_store_listens(
         await reader.close()
 
 
+async def test_a_transaction_pooler_with_a_direct_listen_dsn_listens(
+    pgbouncer: Bouncer, postgres_dsn: str
+) -> None:
+    """Appenders on the transaction pool; the LISTEN connection goes straight to PostgreSQL."""
+    dsn = pgbouncer("transaction").dsn(postgres_dsn)
+    reader = await PostgresStore.open(
+        dsn, pooler="transaction", listen_dsn=postgres_dsn, poll_interval=600
+    )
+    writer = await PostgresStore.open(dsn, pooler="transaction")
+    wakeups = reader.wakeups()
+    try:
+        await asyncio.wait_for(reader._listener.connected.wait(), TIMEOUT)
+        await writer.append("s", work(), consumers=[])
+        while await asyncio.wait_for(anext(wakeups), TIMEOUT) != "s":
+            pass
+    finally:
+        await wakeups.aclose()
+        await writer.close()
+        await reader.close()
+
+
 def test_the_check_after_each_bounced_test_sees_rows_outside_a2(
     bounced_database: BouncedDatabase,
 ) -> None:

@@ -325,3 +325,39 @@ async def test_stream_catch_up_and_live_reads_use_the_events_index(
     assert {r.params["limit"] for r in reads} == {log.STREAM_BATCH}
     for read in reads:
         assert_indexed(read, "a2_events")
+
+
+async def test_append_finds_its_ids_in_the_unique_index_of_owned_ids(
+    loaded_dsn: str, spy: PlanSpy
+) -> None:
+    """Append's dedup (and a replay's) is one probe of a2_events_event_id per supplied id;
+    in a cleared session, retiring the old event of a reused id probes it too."""
+    session = "s00700"
+    async with await AsyncConnection.connect(loaded_dsn) as conn:
+        cur = await conn.execute(
+            "select event_id from a2_events where session_id = %s and idx = 1", [session]
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    (reused,) = row
+    async with opened(loaded_dsn) as store:
+        await store.clear(session)
+        first = await store.append(session, [NewEvent("work", {"n": 1}, id=reused)])
+        again = await store.append(session, [NewEvent("work", {"n": 1}, id=reused)])
+    assert again.events == first.events
+    assert first.events[0].index == EVENTS_PER_SESSION + 2
+    lookups = spy.of("select_events_by_ids")
+    assert len(lookups) == 2
+    for lookup in lookups:
+        assert_indexed(lookup, "a2_events")
+        assert "a2_events_event_id" in {s[2] for s in scans(lookup)}, scans(lookup)
+    params = {"session_ids": [session], "event_ids": [reused]}
+    text = queries.statements("public").query("free_stale_ids").decode()
+    async with await AsyncConnection.connect(loaded_dsn) as conn:
+        explain = sql.SQL("explain (format json) {}").format(sql.SQL(text))
+        cur = await conn.execute(explain, params)
+        row = await cur.fetchone()
+    assert row is not None
+    retire = Explained("free_stale_ids", text, params, row[0][0]["Plan"])
+    assert_indexed(retire, "a2_events")
+    assert "a2_events_event_id" in {s[2] for s in scans(retire)}, scans(retire)

@@ -12,9 +12,15 @@ update {schema}.a2_cursors
        -- include: no_attempts
  where session_id = %(session_id)s and kind = 'log';
 
+-- name: drop_lane_cursors
+-- Lane cursors (one per consumer and lane) go at once, as the contract drops them: the
+-- lane's next event starts a new one, and a log consumer may follow a lane of that name.
+delete from {schema}.a2_cursors
+ where session_id = %(session_id)s and kind = 'lane';
+
 -- name: park_cursors
--- Event and lane heads below the marker are dropped from claims (rows stay until
--- reclaim; a lane cursor below the marker restarts with its next event).
+-- Event heads below the marker are dropped from claims (their rows, possibly many,
+-- stay until reclaim deletes them in batches).
 update {schema}.a2_cursors set ready_at = null
  where session_id = %(session_id)s and kind <> 'log' and ready_at is not null;
 

@@ -52,12 +52,14 @@ select
  limit %(limit)s::bigint;
 
 -- name: select_events_by_ids
+-- The event that owns each id (at most one: retired ones gave theirs up, see
+-- free_stale_ids), one probe each of the unique index of owned ids.
 select
        -- include: event_columns
   from {schema}.a2_events e
   join rows from (pg_catalog.unnest(%(session_ids)s::text[]),
                   pg_catalog.unnest(%(event_ids)s::text[])) as k (session_id, event_id)
-    on e.session_id = k.session_id and e.event_id = k.event_id;
+    on e.session_id = k.session_id and e.event_id = k.event_id and not e.id_retired;
 
 -- name: select_cursors
 select c.*
@@ -121,11 +123,13 @@ select s.session_id, s.head, s.clear_index,
 
 -- name: free_stale_ids
 -- Events below a clear marker do not own their ids any more: those the new events
--- reuse go (only sessions that were cleared are asked).
-delete from {schema}.a2_events e
- using rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+-- reuse are retired, leaving the unique index of owned ids, and stay until reclaim
+-- (streams behind the clear still read them). Only sessions that were cleared are asked.
+update {schema}.a2_events e
+   set id_retired = true
+  from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
                   pg_catalog.unnest(%(event_ids)s::text[])) as k (session_id, event_id)
- where e.session_id = k.session_id and e.event_id = k.event_id
+ where e.session_id = k.session_id and e.event_id = k.event_id and not e.id_retired
    and e.idx < (select s.clear_index from {schema}.a2_sessions s
                  where s.session_id = e.session_id);
 
@@ -244,14 +248,13 @@ where c.kind = 'log';
 
 -- name: notify_ready
 -- At most one notification per session per transaction, only where this transaction
--- made a head claimable (its ready_at is this transaction's time) or `forced`; returns
--- the sessions notified.
+-- made a head claimable (its ready_at is this transaction's time); returns the sessions
+-- notified.
 select s.session_id,
        pg_catalog.pg_notify(%(channel)s,
                  pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text)
   from {schema}.a2_sessions s
  where s.session_id = any(%(session_ids)s::text[])
-   and (s.session_id = any(%(forced)s::text[])
-        or exists (select 1 from {schema}.a2_cursors c
-                    where c.ready_at = coalesce(%(now)s::timestamptz, pg_catalog.now())
-                      and c.session_id = s.session_id));
+   and exists (select 1 from {schema}.a2_cursors c
+                where c.ready_at = coalesce(%(now)s::timestamptz, pg_catalog.now())
+                  and c.session_id = s.session_id);
