@@ -248,6 +248,15 @@ CompleteResult: TypeAlias = Completed | Superseded
 
 
 @dataclass(frozen=True, slots=True)
+class CompletedAndClaimed:
+    """What ``complete_and_claim`` did: each completion's outcome, in order, then the heads
+    its claim took (as ``claim_any`` lists them)."""
+
+    completed: list[CompleteResult]
+    heads: list[Head]
+
+
+@dataclass(frozen=True, slots=True)
 class Completion:
     """One completion of a ``complete_attempts`` batch."""
 

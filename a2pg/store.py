@@ -13,6 +13,7 @@ from .models import (
     ClaimRef,
     ClaimResult,
     ClearResult,
+    CompletedAndClaimed,
     CompleteResult,
     Completion,
     Consumer,
@@ -135,6 +136,21 @@ class Store(Protocol):
     async def complete_attempts(
         self, completions: Sequence[Completion]
     ) -> list[CompleteResult]: ...
+
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        *,
+        holder: str,
+        ttl: float,
+        consumers: Sequence[Consumer] | None = None,
+        limit: int = 10,
+        max_failures: int | None = None,
+    ) -> CompletedAndClaimed:
+        """``complete_attempts(completions)`` then ``claim_any(...)``, as one atomic call:
+        a worker's cycle in one round trip and one commit. Work the completions create and
+        the claim takes wakes nobody (no one else could claim it)."""
+        ...
 
     async def fail_attempt(
         self,

@@ -36,7 +36,7 @@ class BenchConfig:
     sessions: int = field(
         default=256, metadata={"help": "sessions a backlog (drain, chain, history) spreads over"}
     )
-    concurrency: int = field(default=32, metadata={"help": "handlers per worker process"})
+    concurrency: int = field(default=64, metadata={"help": "handlers per worker process"})
     chain_inputs: int = field(
         default=5_000,
         metadata={"help": "chain inputs, each completing with one event for a lane consumer"},

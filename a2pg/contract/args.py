@@ -343,6 +343,36 @@ def check_complete_attempts(completions: object, *, limits: Limits) -> list[Comp
 
 
 @dataclass(frozen=True, slots=True)
+class CompleteAndClaimArgs:
+    completions: list[CompletionArgs]
+    claim: ClaimAnyArgs
+
+
+def check_complete_and_claim(
+    completions: object,
+    *,
+    holder: object,
+    ttl: object,
+    consumers: object,
+    limit: object,
+    max_failures: object,
+    limits: Limits,
+) -> CompleteAndClaimArgs:
+    """``complete_attempts``' batch and ``claim_any``'s arguments, each checked as there."""
+    return CompleteAndClaimArgs(
+        check_complete_attempts(completions, limits=limits),
+        check_claim_any(
+            holder=holder,
+            ttl=ttl,
+            consumers=consumers,
+            limit=limit,
+            max_failures=max_failures,
+            limits=limits,
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class FailArgs:
     session_id: str
     attempt: AttemptRef

@@ -155,3 +155,9 @@ def dead_letter(session: SessionState, cursor: CursorState) -> None:
     """Parks a head that reached its failure limit: not ready, and its pins released."""
     session.set_ready(cursor, None)
     session.snapshots.release(ClaimRef(cursor.consumer, cursor.lane, cursor.head or 0))
+
+
+def still_ready(session: SessionState, at: datetime) -> bool:
+    """Whether a head made claimable at ``at`` is still unclaimed: the rule PostgreSQL's
+    NOTIFY follows when the same transaction also claimed."""
+    return any(cursor.ready_at == at for cursor in session.cursors.values())

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 
 from ..contract.args import (
     check_append,
     check_claim_any,
     check_claim_available,
     check_clear,
+    check_complete_and_claim,
     check_complete_attempts,
     check_fail_attempt,
     check_put_snapshots,
@@ -32,6 +34,7 @@ from ..models import (
     ClaimRef,
     ClaimResult,
     ClearResult,
+    CompletedAndClaimed,
     CompleteResult,
     Completion,
     Consumer,
@@ -55,6 +58,7 @@ from . import claims as _claims  # areas aliased: their names are also parameter
 from . import clear as _clear
 from . import completions as _completions
 from . import log, snapshots
+from .cursors import still_ready
 from .presence import MemoryPresence
 from .registry import Registry
 from .state import Sessions
@@ -92,8 +96,11 @@ class MemoryStore:
     def presence(self) -> MemoryPresence:
         return self._presence
 
-    def _announce(self, session_id: str) -> None:
-        """Tells streams of new events and wakeups of new work, once the operation is done."""
+    def _announce(self, session_id: str, *, claimed_at: datetime | None = None) -> None:
+        """Tells streams of new events and wakeups of new work, once the operation is done.
+
+        ``claimed_at``: the operation's own claim ran at that time, so only work still
+        claimable from then on is news (a head made ready then and not claimed)."""
         session = self._sessions.get(session_id)
         if session is None:
             return
@@ -102,7 +109,8 @@ class MemoryStore:
             self._hub.committed(session_id)
         if session.new_work:
             session.new_work = False
-            self._hub.work(session_id)
+            if claimed_at is None or still_ready(session, claimed_at):
+                self._hub.work(session_id)
 
     # -- the log -------------------------------------------------------------------------
 
@@ -244,6 +252,35 @@ class MemoryStore:
         for args in checked:
             self._announce(args.completion.session_id)
         return results
+
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        *,
+        holder: str,
+        ttl: float,
+        consumers: Sequence[Consumer] | None = None,
+        limit: int = 10,
+        max_failures: int | None = None,
+    ) -> CompletedAndClaimed:
+        """``complete_attempts`` then ``claim_any``, with nothing between; wakeups hear only
+        of work the claim left."""
+        args = check_complete_and_claim(
+            completions,
+            holder=holder,
+            ttl=ttl,
+            consumers=consumers,
+            limit=limit,
+            max_failures=max_failures,
+            limits=self._limits,
+        )
+        batch = [(c, self._registry.wake_set(c.completion.consumers)) for c in args.completions]
+        now = self._clock()
+        results = _completions.complete_all(self._sessions, batch, now=now, new_id=self._new_id)
+        heads = _claims.claim_any(self._ready, args.claim, now=now)
+        for c in args.completions:
+            self._announce(c.completion.session_id, claimed_at=now)
+        return CompletedAndClaimed(results, heads)
 
     async def fail_attempt(
         self,

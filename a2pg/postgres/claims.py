@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncCursor
@@ -81,15 +81,26 @@ async def claim_any(db: Database, args: ClaimAnyArgs) -> list[Head]:
     plan), so the prepared, generic plan is the custom one; a test forces a generic
     plan and checks the index range scan.
     """
-    params = {
-        "now": db.now_param(),
+    statement = db.query("claim_any", limit=args.limit)
+    rows = await db.run(statement, _claim_any_params(args, db.now_param()), idempotent=False)
+    return [codec.head(row) for row in rows]
+
+
+async def queue_claim_any(tx: Tx, args: ClaimAnyArgs) -> AsyncCursor[DictRow]:
+    """``claim_any``'s statement queued in a write transaction (``complete_and_claim``): it
+    sees the transaction's own writes, so it may take heads they just made ready."""
+    statement = tx.query("claim_any", limit=args.limit)
+    return await tx.execute(statement, _claim_any_params(args, tx.now_param()))
+
+
+def _claim_any_params(args: ClaimAnyArgs, now: datetime | None) -> dict[str, object]:
+    return {
+        "now": now,
         "holder": args.holder,
         "ttl": timedelta(seconds=args.ttl),
         "max_failures": args.max_failures,
         "names": names_of(args.consumers),
     }
-    rows = await db.run(db.query("claim_any", limit=args.limit), params, idempotent=False)
-    return [codec.head(row) for row in rows]
 
 
 def _claim_columns(args: HeldClaimsArgs) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:

@@ -26,7 +26,7 @@ from typing import Final
 
 from psycopg.rows import DictRow
 
-from ..contract.args import CompletionArgs, FailArgs, RedriveArgs
+from ..contract.args import ClaimAnyArgs, CompletionArgs, FailArgs, RedriveArgs
 from ..contract.rules import (
     CompletedAttempt,
     attempt_is_live,
@@ -40,6 +40,7 @@ from ..contract.rules import (
 )
 from ..models import (
     Completed,
+    CompletedAndClaimed,
     CompleteResult,
     Consumer,
     FailResult,
@@ -49,6 +50,7 @@ from ..models import (
     Superseded,
 )
 from . import codec
+from .claims import queue_claim_any
 from .database import Database, Finish, Tx, finished
 from .log import has_pending, pending_flag
 from .writes import WritePlan, columns, push
@@ -185,11 +187,7 @@ async def complete_fenced(tx: Tx, items: Sequence[Item]) -> Finish[list[Complete
     now = tx.now_param()
     await tx.execute(tx.query("complete_fenced"), {**fenced, "count": len(items), "now": now})
     await tx.execute(tx.query("release_pins"), releases)
-    if touched:
-        tx.notify = await tx.execute(
-            tx.query("notify_ready"),
-            {"channel": tx.channel, "session_ids": sorted(touched), "now": now},
-        )
+    await tx.notify_ready(touched, now)
     return finished([Completed([]) for _ in items])
 
 
@@ -454,3 +452,26 @@ async def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> Finish
 
     return finish
 
+
+async def complete_and_claim(
+    tx: Tx, items: Sequence[Item], claim: ClaimAnyArgs, *, fenced: bool
+) -> Finish[CompletedAndClaimed]:
+    """The completions (``complete_fenced`` or ``complete_judged``), then ``claim_any``, in
+    one transaction and one commit. The NOTIFY goes last, so it names only the sessions
+    where a head made ready here is still unclaimed: work this worker took itself wakes
+    nobody."""
+    tx.hold_notify = True
+    if not items:
+        completed: Finish[list[CompleteResult]] = finished([])
+    elif fenced:
+        completed = await complete_fenced(tx, items)
+    else:
+        completed = await complete_judged(tx, items)
+    claimed = await queue_claim_any(tx, claim)
+    await tx.notify_held()
+
+    async def finish() -> CompletedAndClaimed:
+        results = await completed()
+        return CompletedAndClaimed(results, [codec.head(row) for row in await claimed.fetchall()])
+
+    return finish

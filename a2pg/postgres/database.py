@@ -126,6 +126,11 @@ class Tx:
     """The NOTIFY statement's cursor: its rows name the sessions notified."""
     work: set[str] = field(default_factory=set)
     """Sessions where this transaction made work claimable without a NOTIFY statement."""
+    hold_notify: bool = False
+    """Set when the transaction claims after its writes: the NOTIFY waits in ``held`` for
+    ``notify_held``, so it names only work the claim left to others."""
+    held: set[str] = field(default_factory=set)
+    held_now: datetime | None = None
 
     def query(self, name: str, *, limit: int | None = None) -> bytes:
         """Statement ``name`` rendered for the store's schema (see ``queries.Statements``)."""
@@ -159,9 +164,31 @@ class Tx:
     async def apply(self, plan: WritePlan, *, notify: bool = True) -> None:
         """Queues the plan's writes and, unless ``notify`` is off, its NOTIFY."""
         self.plan = plan
+        held = self.hold_notify and notify
         self.notify = await plan.apply(
-            self.conn, statements=self.statements, channel=self.channel, notify=notify
+            self.conn,
+            statements=self.statements,
+            channel=self.channel,
+            notify=notify and not held,
         )
+        if held:
+            await self.notify_ready(plan.touched, plan.now)
+
+    async def notify_ready(self, session_ids: set[str], now: datetime | None) -> None:
+        """Queues the NOTIFY of the sessions where this transaction made a head claimable
+        at ``now`` (None: the transaction's time), or holds it (``hold_notify``)."""
+        if self.hold_notify:
+            self.held |= session_ids
+            self.held_now = now
+        elif session_ids:
+            params = {"channel": self.channel, "session_ids": sorted(session_ids), "now": now}
+            self.notify = await self.execute(self.query("notify_ready"), params)
+
+    async def notify_held(self) -> None:
+        """Queues the held NOTIFY, after the statements that may have claimed its work."""
+        self.hold_notify = False
+        held, self.held = self.held, set()
+        await self.notify_ready(held, self.held_now)
 
 
 class Database:

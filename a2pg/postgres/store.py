@@ -10,10 +10,12 @@ from psycopg import errors as pg
 from psycopg_pool import AsyncConnectionPool
 
 from ..contract.args import (
+    CompletionArgs,
     check_append,
     check_claim_any,
     check_claim_available,
     check_clear,
+    check_complete_and_claim,
     check_complete_attempts,
     check_fail_attempt,
     check_put_snapshots,
@@ -38,6 +40,7 @@ from ..models import (
     ClaimRef,
     ClaimResult,
     ClearResult,
+    CompletedAndClaimed,
     CompleteResult,
     Completion,
     Consumer,
@@ -397,11 +400,8 @@ class PostgresStore:
         """Judges each completion like ``complete_attempt``, all in one transaction: one
         round trip when every completion is fresh and returns nothing, else two (see
         ``completions``). Any error leaves nothing written."""
-        items = []
-        for args in check_complete_attempts(completions, limits=self._limits):
-            wake = await self._registry.wake_set(args.completion.consumers)
-            refuse_log_targets(args.events, wake)
-            items.append(outcomes.Item(args, wake))
+        checked = check_complete_attempts(completions, limits=self._limits)
+        items = await self._completion_items(checked)
         if not items:
             return []
         if outcomes.fits_fast_path(items):
@@ -413,6 +413,53 @@ class PostgresStore:
                 if not outcomes.missed_fence(exc):
                     raise
         return await self._db.write(lambda tx: outcomes.complete_judged(tx, items), idempotent=True)
+
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        *,
+        holder: str,
+        ttl: float,
+        consumers: Sequence[Consumer] | None = None,
+        limit: int = 10,
+        max_failures: int | None = None,
+    ) -> CompletedAndClaimed:
+        """``complete_attempts`` then ``claim_any`` in one transaction: one round trip and
+        one commit for a worker's cycle when every completion is fresh and returns
+        nothing, else two. Not retried after a lost connection (like ``claim_any``: a
+        claim whose commit went unanswered lapses and counts a failure)."""
+        args = check_complete_and_claim(
+            completions,
+            holder=holder,
+            ttl=ttl,
+            consumers=consumers,
+            limit=limit,
+            max_failures=max_failures,
+            limits=self._limits,
+        )
+        items = await self._completion_items(args.completions)
+        if items and outcomes.fits_fast_path(items):
+            try:
+                return await self._db.write(
+                    lambda tx: outcomes.complete_and_claim(tx, items, args.claim, fenced=True),
+                    idempotent=False,
+                )
+            except pg.InvalidTextRepresentation as exc:
+                if not outcomes.missed_fence(exc):
+                    raise
+        return await self._db.write(
+            lambda tx: outcomes.complete_and_claim(tx, items, args.claim, fenced=False),
+            idempotent=False,
+        )
+
+    async def _completion_items(self, checked: list[CompletionArgs]) -> list[outcomes.Item]:
+        """Each checked completion with its wake set; log targets among them refused."""
+        items = []
+        for args in checked:
+            wake = await self._registry.wake_set(args.completion.consumers)
+            refuse_log_targets(args.events, wake)
+            items.append(outcomes.Item(args, wake))
+        return items
 
     async def fail_attempt(
         self,

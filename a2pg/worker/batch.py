@@ -28,6 +28,8 @@ class PendingCompletion:
     completion: Completion
     future: asyncio.Future[CompleteResult]
     sent: bool = False
+    given_back: bool = False
+    """Its ``complete_and_claim`` failed: the batcher sends it, never the claim loop again."""
 
 
 @dataclass(slots=True)
@@ -62,12 +64,14 @@ class CompletionBatcher:
         interval: float,
         on_batch: Callable[[int], None] | None = None,
         health: StoreHealth | None = None,
+        claimer_will_take: Callable[[], bool] | None = None,
     ) -> None:
         self._store = store
         self._health = health or StoreHealth(1.0)
         self._size = size
         self._interval = interval
         self._on_batch = on_batch
+        self._claimer_will_take = claimer_will_take
         self._queue: list[PendingCompletion] = []
         self._has_work = asyncio.Event()
         self._go = asyncio.Event()
@@ -101,6 +105,38 @@ class CompletionBatcher:
         except ValueError:
             return False
         return True
+
+    def take(self, limit: int) -> list[PendingCompletion]:
+        """Hands up to ``limit`` queued completions to the claim loop, which sends them with
+        its next claim (``complete_and_claim``: one round trip and one commit for both).
+        It answers them with ``deliver``, or hands them back with ``give_back``."""
+        if self._closing or not self._queue or self._queue[0].given_back:
+            return []
+        batch, self._queue = self._queue[:limit], self._queue[limit:]
+        if len(self._queue) < self._size:
+            self._go.clear()
+        for entry in batch:
+            entry.sent = True
+        return batch
+
+    def deliver(self, batch: list[PendingCompletion], outcomes: list[CompleteResult]) -> None:
+        """The store's answers to completions ``take`` handed out."""
+        if len(outcomes) != len(batch):
+            raise RuntimeError(f"{len(outcomes)} outcomes for {len(batch)} completions")
+        self._record(len(batch))
+        for entry, outcome in zip(batch, outcomes, strict=True):
+            if not entry.future.done():
+                entry.future.set_result(outcome)
+
+    def give_back(self, batch: list[PendingCompletion]) -> None:
+        """Completions ``take`` handed out whose call failed: sent again the batcher's own
+        way (alone if one is refused, re-sent until answered), first in line."""
+        for entry in batch:
+            entry.sent = False
+            entry.given_back = True
+        self._queue[:0] = batch
+        self._has_work.set()
+        self._go.set()
 
     def flush_now(self) -> None:
         """Sends what waits without waiting for the interval."""
@@ -136,6 +172,11 @@ class CompletionBatcher:
             if len(self._queue) < self._size and not self._closing and not self._go.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._go.wait(), self._interval)
+            if not self._queue:  # the claim loop took them meanwhile
+                continue
+            if self._left_to_claimer():
+                await asyncio.sleep(self._interval)
+                continue
             batch, self._queue = self._queue[: self._size], self._queue[self._size :]
             if len(self._queue) < self._size:
                 self._go.clear()
@@ -147,6 +188,16 @@ class CompletionBatcher:
                 log.exception("completing a batch failed unexpectedly")
                 for entry in batch:
                     _settle(entry, error=error)
+
+    def _left_to_claimer(self) -> bool:
+        """The worker's claim loop is about to claim and will take the queue with it (see
+        ``take``); checked again every ``interval`` until it has, or no longer will."""
+        return (
+            not self._closing
+            and self._claimer_will_take is not None
+            and not self._queue[0].given_back
+            and self._claimer_will_take()
+        )
 
     async def _send(self, batch: list[PendingCompletion]) -> None:
         delay = SEND_RETRY_BASE
@@ -171,14 +222,7 @@ class CompletionBatcher:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._health.every)
                 continue
-            if len(outcomes) != len(batch):
-                raise RuntimeError(
-                    f"complete_attempts returned {len(outcomes)} outcomes for {len(batch)}"
-                )
-            self._record(len(batch))
-            for entry, outcome in zip(batch, outcomes, strict=True):
-                if not entry.future.done():
-                    entry.future.set_result(outcome)
+            self.deliver(batch, outcomes)
             return
 
     def _record(self, size: int) -> None:

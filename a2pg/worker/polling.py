@@ -37,6 +37,7 @@ class PollingOnly:
         self.release_claims = store.release_claims
         self.complete_attempt = store.complete_attempt
         self.complete_attempts = store.complete_attempts
+        self.complete_and_claim = store.complete_and_claim
         self.fail_attempt = store.fail_attempt
         self.dead_letters = store.dead_letters
         self.redrive = store.redrive

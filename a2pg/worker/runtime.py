@@ -82,6 +82,10 @@ class Worker:
         self._run_task: asyncio.Task[None] | None = None
         self._runner: AttemptRunner | None = None
         self._renewer: LeaseRenewer | None = None
+        self._batcher: CompletionBatcher | None = None
+        self._claims_paused = False
+        """The claim loop waits for a wakeup or a retry, not for a slot: it will not take
+        the queued completions along soon (``_will_take_completions``)."""
         self._wakeups: Subscription | None = None
 
     # ------------------------------------------------------- knobs, from settings
@@ -153,8 +157,10 @@ class Worker:
             interval=self.flush_interval,
             on_batch=self._count_flush,
             health=self.health,
+            claimer_will_take=self._will_take_completions,
         )
         batcher.start()
+        self._batcher = batcher
         self._runner = AttemptRunner(
             self.store,
             self.app,
@@ -319,21 +325,27 @@ class Worker:
                 limit = min(self.claim_batch, free)
                 self._claims_started += 1
                 seq = self._claims_started
+                heads = await self._complete_and_claim(limit)
                 try:
-                    async with self.health.call("claim_any"):
-                        heads = await self.store.claim_any(
-                            holder=self.holder,
-                            ttl=self.ttl,
-                            consumers=self._consumers,
-                            limit=limit,
-                            max_failures=self.max_failures,
-                        )
+                    if heads is None:
+                        async with self.health.call("claim_any"):
+                            heads = await self.store.claim_any(
+                                holder=self.holder,
+                                ttl=self.ttl,
+                                consumers=self._consumers,
+                                limit=limit,
+                                max_failures=self.max_failures,
+                            )
                 except Exception:
                     if until_idle:
                         raise
                     self.stats.store_errors += 1  # the health logs it, once per poll interval
                     log.debug("claim_any failed", exc_info=True)
-                    await _wait_any(self._stop, within=self.poll_interval)
+                    self._claims_paused = True
+                    try:
+                        await _wait_any(self._stop, within=self.poll_interval)
+                    finally:
+                        self._claims_paused = False
                     continue
                 for head in heads:
                     self._begin(head)
@@ -349,9 +361,44 @@ class Worker:
                 if until_idle:
                     await _wait_any(self._slot, self._wake)
                 else:
-                    await _wait_any(self._wake, within=self._idle_timeout())
+                    self._claims_paused = True  # no claim before a wakeup: the batcher sends
+                    try:
+                        await _wait_any(self._wake, within=self._idle_timeout())
+                    finally:
+                        self._claims_paused = False
         finally:
             self._claiming = False
+
+    async def _complete_and_claim(self, limit: int) -> list[Head] | None:
+        """Sends the finished attempts waiting for their batch with this claim, in one call;
+        None when none wait, or when that call failed (they go back to the batcher, which
+        sends them its own way, and the claim goes alone)."""
+        batcher = self._batcher
+        taken = [] if batcher is None else batcher.take(self.flush_size)
+        if batcher is None or not taken:
+            return None
+        try:
+            async with self.health.call("complete_and_claim"):
+                result = await self.store.complete_and_claim(
+                    [entry.completion for entry in taken],
+                    holder=self.holder,
+                    ttl=self.ttl,
+                    consumers=self._consumers,
+                    limit=limit,
+                    max_failures=self.max_failures,
+                )
+            batcher.deliver(taken, result.completed)
+        except Exception as error:
+            batcher.give_back(taken)
+            log.debug("complete_and_claim failed (%r); completing and claiming apart", error)
+            return None
+        return result.heads
+
+    def _will_take_completions(self) -> bool:
+        """Whether the claim loop will soon claim, taking the queued completions along: it
+        runs, has a free slot, and waits for one (a finished handler sets it), not for a
+        wakeup alone. The batcher then leaves the completions to it."""
+        return self._claiming and not self._claims_paused and self._free() > 0
 
     def _free(self) -> int:
         """How many more heads to claim now.

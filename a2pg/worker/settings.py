@@ -42,7 +42,7 @@ class WorkerSettings:
     ``host:pid:random``.
     """
 
-    concurrency: int = field(default=10, metadata={"help": "handlers running at once"})
+    concurrency: int = field(default=64, metadata={"help": "handlers running at once"})
     claim_batch: int = field(
         default=DERIVED, metadata={"help": "heads per claim; default: --concurrency"}
     )

@@ -67,7 +67,7 @@ def test_help_shows_an_option_per_field_with_its_help_and_default(
 def test_worker_help_states_the_defaults(cli: Cli) -> None:
     shown = flat(cli("worker", "--help").out)
     for text in (
-        "--concurrency CONCURRENCY handlers running at once (default: 10)",
+        "--concurrency CONCURRENCY handlers running at once (default: 64)",
         "--claim-batch CLAIM_BATCH heads per claim; default: --concurrency",
         "--ttl TTL lease seconds (default: 30.0)",
         "--flush-interval FLUSH_INTERVAL",

@@ -34,7 +34,7 @@ from a2pg.store import Store
 from .helpers import close, ev, fingerprint
 from .hostile_inputs import LIMITS, NOW, OPERATIONS, READ_ONLY, Case, case
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.generated]
 
 EXAMPLES_ENV = "A2PG_HOSTILE_EXAMPLES"
 CASES_PER_EXAMPLE = 40

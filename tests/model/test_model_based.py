@@ -65,7 +65,7 @@ def run_model(dsn: str, run_settings: settings) -> None:
 
 
 @pytest.mark.postgres
-@pytest.mark.slow
+@pytest.mark.generated
 @pytest.mark.timeout(SHRINKING + int(EXAMPLES * STEPS * SECONDS_PER_STEP))
 def test_memory_and_postgres_agree_after_every_step(postgres_dsn: str) -> None:
     run_model(postgres_dsn, SETTINGS)

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from a2pg import CompleteResult, Completion, Head, NewEvent, Target
+from a2pg import CompletedAndClaimed, CompleteResult, Completion, Head, NewEvent, Target
 from a2pg.store import Store
 
 TIMEOUT = 10.0
@@ -40,6 +40,8 @@ class RecordingStore:
     def __init__(self, inner: Store) -> None:
         self.inner = inner
         self.completion_batches: list[int] = []
+        self.fused_batches: list[int] = []
+        """Completions sent with a claim (``complete_and_claim``), also in the above."""
         self.claim_limits: list[int] = []
         self.renewals: list[tuple[str, int]] = []
         self.releases: list[tuple[str, int]] = []
@@ -52,6 +54,16 @@ class RecordingStore:
     async def complete_attempts(self, completions: Sequence[Completion]) -> list[CompleteResult]:
         self.completion_batches.append(len(completions))
         return await self.inner.complete_attempts(completions)
+
+    async def complete_and_claim(
+        self, completions: Sequence[Completion], **options: Any
+    ) -> CompletedAndClaimed:
+        """Recorded as a batch of completions and a claim: what it stands for."""
+        if completions:
+            self.completion_batches.append(len(completions))
+            self.fused_batches.append(len(completions))
+        self.claim_limits.append(options.get("limit", 10))
+        return await self.inner.complete_and_claim(completions, **options)
 
     async def claim_any(self, **options: Any) -> list[Head]:
         self.claim_limits.append(options.get("limit", 10))

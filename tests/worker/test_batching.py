@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from a2pg import CompleteResult, Completion, Head, NewEvent
+from a2pg import CompletedAndClaimed, CompleteResult, Completion, Head, NewEvent
 from a2pg.store import Store
 from a2pg.worker import App, Worker
 
@@ -62,10 +63,21 @@ class LosesFirstAck(RecordingStore):
 
     async def complete_attempts(self, completions: Sequence[Completion]) -> list[CompleteResult]:
         outcomes = await super().complete_attempts(completions)
+        self._lose_the_first()
+        return outcomes
+
+    async def complete_and_claim(
+        self, completions: Sequence[Completion], **options: Any
+    ) -> CompletedAndClaimed:
+        result = await super().complete_and_claim(completions, **options)
+        if completions:
+            self._lose_the_first()
+        return result
+
+    def _lose_the_first(self) -> None:
         if not self.lost:
             self.lost += 1
             raise ConnectionResetError("connection lost after commit")
-        return outcomes
 
 
 async def test_a_resent_batch_replays_instead_of_appending_twice(store: Store) -> None:
@@ -126,3 +138,28 @@ async def test_a_partial_batch_leaves_after_the_flush_interval(memory: Store) ->
         gate.set()
         await bounded(worker.wait_idle())
     assert worker.stats.completed == 2
+
+
+async def test_finished_attempts_travel_with_the_next_claim(store: Store) -> None:
+    """The claim loop takes the completions waiting for their batch along with its claim
+    (one round trip, one commit), never running more handlers than ``concurrency``."""
+    proxy = RecordingStore(store)
+    for s in range(8):
+        await store.append(f"s{s}", [work(n) for n in range(5)])
+    running = peak = 0
+    app = App()
+
+    @app.consumer("w")
+    async def handle(head: Head) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.002)
+        running -= 1
+
+    worker = Worker(proxy.as_store(), app, concurrency=4)
+    await bounded(worker.run_until_idle())
+    assert worker.stats.completed == 40
+    assert sum(proxy.completion_batches) == 40
+    assert proxy.fused_batches, "no completion travelled with a claim"
+    assert peak <= 4

@@ -20,11 +20,11 @@ TIMEOUT = 10.0
 
 def test_defaults_and_derived_knobs() -> None:
     settings = WorkerSettings()
-    assert (settings.concurrency, settings.ttl, settings.max_failures) == (10, 30.0, 5)
+    assert (settings.concurrency, settings.ttl, settings.max_failures) == (64, 30.0, 5)
     assert (settings.flush_interval, settings.poll_interval) == (0.005, 1.0)
     assert (settings.shutdown_grace, settings.cleanup_timeout) == (30.0, 10.0)
     assert settings.backoff == Backoff()
-    assert (settings.claim_batch, settings.flush_size, settings.renew_interval) == (10, 10, 10.0)
+    assert (settings.claim_batch, settings.flush_size, settings.renew_interval) == (64, 64, 10.0)
     host, pid, suffix = settings.holder.rsplit(":", 2)
     assert host and pid.isdigit() and len(suffix) == 8
     assert WorkerSettings().holder != settings.holder  # unique per worker
