@@ -15,7 +15,9 @@ from .errors import (
     SupersededAttempt,
 )
 from .models import (
+    ANY_LANE,
     CLEAR_EVENT_TYPE,
+    AnyLane,
     AppendResult,
     AttemptRef,
     Busy,
@@ -59,8 +61,10 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ANY_LANE",
     "CLEAR_EVENT_TYPE",
     "A2Error",
+    "AnyLane",
     "App",
     "AppendResult",
     "AttemptRef",

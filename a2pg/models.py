@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, final
 
 JSON: TypeAlias = Any
 """Any JSON value: ``None``, ``bool``, ``int``, ``float``, ``str``, lists and str-keyed dicts."""
@@ -21,6 +21,27 @@ CLEAR_EVENT_TYPE = "a2.cleared"
 CursorKind = Literal["event", "lane", "log"]
 FailOutcome = Literal["failed", "dead_lettered", "superseded"]
 RedriveAction = Literal["retry", "skip"]
+
+
+@final
+class AnyLane:
+    """The type of ``ANY_LANE``, the default ``lane`` of ``redrive``: whichever of the
+    consumer's cursors is dead at that index (the one ``dead_letters`` lists first),
+    where ``None`` names the event cursor and a string that lane. Compare with
+    ``isinstance(lane, AnyLane)``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ANY_LANE"
+
+    def __reduce__(self) -> str:
+        """Pickled and copied as the module constant, so it stays the one instance."""
+        return "ANY_LANE"
+
+
+ANY_LANE: Final = AnyLane()
+"""``redrive(..., lane=ANY_LANE)`` (the default): no particular cursor; see ``AnyLane``."""
 
 
 @dataclass(frozen=True, slots=True)

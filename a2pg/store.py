@@ -7,7 +7,9 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from .models import (
+    ANY_LANE,
     JSON,
+    AnyLane,
     AppendResult,
     AttemptRef,
     ClaimRef,
@@ -175,6 +177,7 @@ class Store(Protocol):
         index: int,
         action: RedriveAction,
         consumers: Sequence[Consumer] | None = None,
+        lane: str | AnyLane | None = ANY_LANE,
     ) -> RedriveResult: ...
 
     async def read_state(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shlex
 import signal
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..models import ANY_LANE, AnyLane
 from ..postgres.connect import open_store
 from . import output as out
 from .common import EXIT_NOT_FOUND, EXIT_OK, fail, store_options
@@ -54,9 +56,12 @@ async def cmd_cursors(args: argparse.Namespace, stdout: TextIO) -> int:
     blocked = [r for r in rows if r["state"] == "BLOCKED"]
     for row in blocked:
         lane = row["lane"]
+        command = shlex.join(
+            ["a2pg", "redrive", args.session, row["consumer"], str(row["head"]), "--lane", lane]
+        )
         stdout.write(
             f"BLOCKED: {row['consumer']}/{lane} is stuck at index {row['head']} until "
-            f"`a2pg redrive {args.session} {row['consumer']} {row['head']} --retry|--skip`\n"
+            f"`{command} --retry|--skip`\n"
         )
     return EXIT_OK
 
@@ -90,41 +95,56 @@ async def cmd_dead_letters(args: argparse.Namespace, stdout: TextIO) -> int:
     if any(h.lane is not None for h in heads):
         stdout.write(
             "BLOCKED lanes hold back their later events until redriven "
-            "(`a2pg redrive SESSION CONSUMER INDEX --retry|--skip`)\n"
+            "(`a2pg redrive SESSION CONSUMER INDEX --lane LANE --retry|--skip`)\n"
         )
     return EXIT_OK
 
 
+def _redrive_lane(args: argparse.Namespace) -> str | AnyLane | None:
+    """``--lane LANE``: that lane; ``--event-cursor``: None; neither: ``ANY_LANE``."""
+    if args.event_cursor:
+        return None
+    lane: str | None = args.lane
+    return ANY_LANE if lane is None else lane
+
+
+def _cursor_words(lane: str | AnyLane | None) -> str:
+    if isinstance(lane, AnyLane):
+        return ""
+    return " on its event cursor" if lane is None else f" on lane '{lane}'"
+
+
 async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
     action: RedriveAction = "retry" if args.retry else "skip"
+    lane = _redrive_lane(args)
     async with open_store(args.dsn, args.schema, **store_options(args)) as store:
         await require_session(store, args.session)
         result = await store.redrive(
-            args.session, consumer=args.consumer, index=args.index, action=action
+            args.session, consumer=args.consumer, index=args.index, action=action, lane=lane
         )
     if not result.redriven:
         fail(
             EXIT_NOT_FOUND,
-            f"no dead-lettered head of consumer '{args.consumer}' at index {args.index} "
-            f"in session '{args.session}'",
+            f"no dead-lettered head of consumer '{args.consumer}' at index {args.index}"
+            f"{_cursor_words(lane)} in session '{args.session}'",
         )
     if args.json:
-        out.write_json(
-            stdout,
-            {
-                "session_id": args.session,
-                "consumer": args.consumer,
-                "index": args.index,
-                "action": action,
-                "redriven": True,
-                "has_pending": result.has_pending,
-            },
-        )
+        data: dict[str, Any] = {
+            "session_id": args.session,
+            "consumer": args.consumer,
+            "index": args.index,
+            "action": action,
+            "redriven": True,
+            "has_pending": result.has_pending,
+        }
+        if not isinstance(lane, AnyLane):
+            data["lane"] = lane  # only when the command named the cursor
+        out.write_json(stdout, data)
     else:
         pending = "yes" if result.has_pending else "no"
         stdout.write(
-            f"redriven ({action}): {args.session} {args.consumer}@{args.index}; "
-            f"pending work: {pending}\n"
+            f"redriven ({action}): {args.session} {args.consumer}@{args.index}"
+            f"{_cursor_words(lane)}; pending work: {pending}\n"
         )
     return EXIT_OK
 

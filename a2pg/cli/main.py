@@ -66,6 +66,13 @@ its sessions stay behind there; its scratch ceiling table and history schemas
 (<schema>_history_<n>_<id>) are dropped at the end."""
 
 
+REDRIVE_DETAILS = """\
+A consumer's event cursor and any of its lanes may all be dead-lettered at one INDEX.
+--lane LANE or --event-cursor says which head to redrive; without either, the one
+`a2pg dead-letters` lists first (the event cursor, then lanes by name). Exits 5 when
+that cursor has no dead-lettered head at INDEX."""
+
+
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the epilog's layout and shows each option's default where it has one."""
 
@@ -214,13 +221,22 @@ def build_parser() -> argparse.ArgumentParser:
     dead = command("dead-letters", "list dead-lettered heads (blocked lanes shown as BLOCKED)")
     dead.add_argument("session", metavar="SESSION", nargs="?", default=None)
 
-    redrive = command("redrive", "retry or skip a dead-lettered head")
+    redrive = command("redrive", "retry or skip a dead-lettered head", REDRIVE_DETAILS)
     redrive.add_argument("session", metavar="SESSION")
     redrive.add_argument("consumer", metavar="CONSUMER")
     redrive.add_argument("index", metavar="INDEX", type=_index)
     action = redrive.add_mutually_exclusive_group(required=True)
     action.add_argument("--retry", action="store_true", help="run the head again")
     action.add_argument("--skip", action="store_true", help="finish it without running it")
+    cursor = redrive.add_mutually_exclusive_group()
+    cursor.add_argument(
+        "--lane", metavar="LANE", help="the head of the consumer's lane (or log) LANE"
+    )
+    cursor.add_argument(
+        "--event-cursor",
+        action="store_true",
+        help="the head of the consumer's event cursor (its event targeted without a lane)",
+    )
 
     tail = command("tail", "print a session's events, then follow new ones until Ctrl-C")
     tail.add_argument("session", metavar="SESSION")

@@ -17,6 +17,7 @@ from ..errors import invalid
 from ..models import (
     CLEAR_EVENT_TYPE,
     JSON,
+    AnyLane,
     AttemptRef,
     ClaimRef,
     Completion,
@@ -413,6 +414,9 @@ class RedriveArgs:
     index: int
     action: RedriveAction
     consumers: Sequence[Consumer] | None
+    lane: str | AnyLane | None
+    """The cursor whose dead head to take: ``ANY_LANE`` (the one ``dead_letters`` lists
+    first), ``None`` (the event cursor) or a lane name."""
 
 
 def check_redrive(
@@ -422,6 +426,7 @@ def check_redrive(
     index: object,
     action: object,
     consumers: object,
+    lane: object,
     limits: Limits,
 ) -> RedriveArgs:
     sid = check_session_id(session_id, limits)
@@ -429,7 +434,8 @@ def check_redrive(
     checked_index = check_index(index)
     checked_action: RedriveAction = "retry" if check_redrive_action(action) == "retry" else "skip"
     served = check_consumers(consumers, limits, CallBudget(limits))
-    return RedriveArgs(sid, name, checked_index, checked_action, served)
+    checked_lane = lane if isinstance(lane, AnyLane) else check_lane(lane, limits)
+    return RedriveArgs(sid, name, checked_index, checked_action, served, checked_lane)
 
 
 # -- state snapshots ------------------------------------------------------------------

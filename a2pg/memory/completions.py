@@ -20,6 +20,7 @@ from ..contract.rules import (
     replay,
 )
 from ..models import (
+    AnyLane,
     ClaimRef,
     Completed,
     CompleteResult,
@@ -136,18 +137,22 @@ def fail(session: SessionState | None, args: FailArgs, *, now: datetime) -> Fail
 def redrive(
     session: SessionState | None, args: RedriveArgs, wake: Sequence[Consumer], *, now: datetime
 ) -> RedriveResult:
-    """Retries or skips a dead-lettered head; not redriven when no such head is live."""
+    """Retries or skips a dead-lettered head; not redriven when no such head is live.
+    ``args.lane`` picks the cursor: ``ANY_LANE`` any of the consumer's, ``None`` the event
+    cursor, a string that lane's (or log's) cursor."""
     if session is None:
         return RedriveResult(False, False)
+    lane = args.lane
     dead = [
         cursor
         for cursor in session.cursors.values()
         if cursor.consumer == args.consumer
         and cursor.head == args.index
         and cursor.dispatch.failed_at is not None
+        and (isinstance(lane, AnyLane) or cursor.lane == lane)
     ]
-    # The consumer's dead event head and a dead lane head may share the index: take the
-    # one ``dead_letters`` lists first (the event cursor before named lanes).
+    # The consumer's dead event head and a dead lane head may share the index: without a
+    # lane, take the one ``dead_letters`` lists first (the event cursor before named lanes).
     cursor = min(
         dead, key=lambda c: claim_order(ClaimRef(c.consumer, c.lane, args.index)), default=None
     )

@@ -29,6 +29,8 @@ from ..contract.args import (
 from ..contract.limits import DEFAULT_LIMITS, Limits
 from ..ids import Clock, IdGenerator, system_clock, uuid7
 from ..models import (
+    ANY_LANE,
+    AnyLane,
     AppendResult,
     AttemptRef,
     ClaimRef,
@@ -322,6 +324,7 @@ class MemoryStore:
         index: int,
         action: RedriveAction,
         consumers: Sequence[Consumer] | None = None,
+        lane: str | AnyLane | None = ANY_LANE,
     ) -> RedriveResult:
         args = check_redrive(
             session_id,
@@ -329,6 +332,7 @@ class MemoryStore:
             index=index,
             action=action,
             consumers=consumers,
+            lane=lane,
             limits=self._limits,
         )
         session = self._sessions.get(args.session_id)

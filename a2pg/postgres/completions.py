@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Final
+from typing import Any, Final
 
 from psycopg.rows import DictRow
 
@@ -39,6 +39,7 @@ from ..contract.rules import (
     replay,
 )
 from ..models import (
+    AnyLane,
     Completed,
     CompletedAndClaimed,
     CompleteResult,
@@ -410,12 +411,16 @@ async def dead_letters(db: Database, session_id: str) -> list[Head]:
 
 
 async def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> Finish[RedriveResult]:
-    """Retries or skips a dead-lettered head (False when there is none above the clear)."""
+    """Retries or skips a dead-lettered head (False when there is none above the clear):
+    of the cursor ``args.lane`` names, or without one (``ANY_LANE``) the one listed first."""
     session_id, index = args.session_id, args.index
     locked = await tx.lock([session_id])
-    dead = await tx.execute(
-        tx.query("dead_head"), {"session_id": session_id, "consumer": args.consumer, "idx": index}
-    )
+    find: dict[str, Any] = {"session_id": session_id, "consumer": args.consumer, "idx": index}
+    if isinstance(args.lane, AnyLane):
+        dead = await tx.execute(tx.query("dead_head"), find)
+    else:
+        find["cursor_key"] = codec.cursor_key(args.lane, index)
+        dead = await tx.execute(tx.query("dead_head_of_cursor"), find)
     sessions, now = await locked.result()
     row = await dead.fetchone()
     session = sessions.get(session_id)

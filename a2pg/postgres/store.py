@@ -35,6 +35,8 @@ from ..contract.limits import DEFAULT_LIMITS, Limits
 from ..contract.rules import refuse_log_targets
 from ..ids import Clock, IdGenerator, uuid7
 from ..models import (
+    ANY_LANE,
+    AnyLane,
     AppendResult,
     AttemptRef,
     ClaimRef,
@@ -500,14 +502,18 @@ class PostgresStore:
         index: int,
         action: RedriveAction,
         consumers: Sequence[Consumer] | None = None,
+        lane: str | AnyLane | None = ANY_LANE,
     ) -> RedriveResult:
-        """Retries or skips a dead-lettered head (False when there is none above the clear)."""
+        """Retries or skips a dead-lettered head (False when there is none above the clear):
+        the consumer's at ``index`` on ``lane`` (``None``: its event cursor), or when no
+        ``lane`` is given the one ``dead_letters`` lists first."""
         args = check_redrive(
             session_id,
             consumer=consumer,
             index=index,
             action=action,
             consumers=consumers,
+            lane=lane,
             limits=self._limits,
         )
         wake = await self._registry.wake_set(args.consumers)

@@ -79,7 +79,8 @@ def test_cursors_show_the_blocked_lane(cli: Cli, dsn: str) -> None:
     rows = {line.split()[0]: line for line in result.out.splitlines()[2:] if line[:1].islower()}
     assert "BLOCKED" in rows["reply"]
     assert "ready" in rows["mailer"]
-    assert "BLOCKED: reply/turns is stuck at index 1 until `a2pg redrive s1 reply 1" in result.out
+    hint = "BLOCKED: reply/turns is stuck at index 1 until `a2pg redrive s1 reply 1 --lane turns"
+    assert hint in result.out
     data = json.loads(cli("cursors", "s1", "--json", "--dsn", dsn).out)
     reply = next(c for c in data if c["consumer"] == "reply")
     assert reply["blocked"] is True
@@ -123,6 +124,82 @@ def test_redrive_retry_json(cli: Cli, dsn: str) -> None:
         "redriven": True,
         "has_pending": True,
     }
+
+
+async def populate_both_dead(dsn: str) -> None:
+    """Session "both": event 1 targets reply alone and on lane turns; both heads dead."""
+    from a2pg.postgres import PostgresStore
+
+    store = await PostgresStore.open(dsn)
+    try:
+        targets = (Target("reply"), Target("reply", "turns"))
+        await store.append("both", [NewEvent("chat.user", None, targets=targets)])
+        claimed = await store.claim_available("both", holder="w1", ttl=30)
+        assert isinstance(claimed, Claimed)
+        for head in claimed.heads:
+            failed = await store.fail_attempt(
+                "both",
+                consumer=head.consumer,
+                lane=head.lane,
+                index=head.index,
+                attempt=head.attempt,
+                error="boom",
+                max_failures=1,
+            )
+            assert failed.outcome == "dead_lettered"
+    finally:
+        await store.close()
+
+
+def dead_lanes(cli: Cli, dsn: str, session: str) -> list[str | None]:
+    letters = json.loads(cli("dead-letters", session, "--json", "--dsn", dsn).out)
+    return [letter["lane"] for letter in letters]
+
+
+def test_redrive_lane_and_event_cursor_pick_the_head(cli: Cli, dsn: str) -> None:
+    asyncio.run(populate_both_dead(dsn))
+    assert dead_lanes(cli, dsn, "both") == [None, "turns"]
+    lane = cli("redrive", "both", "reply", "1", "--skip", "--lane", "turns", "--dsn", dsn)
+    assert lane.code == 0, lane
+    assert lane.out == "redriven (skip): both reply@1 on lane 'turns'; pending work: no\n"
+    assert dead_lanes(cli, dsn, "both") == [None]
+    again = cli("redrive", "both", "reply", "1", "--retry", "--lane", "turns", "--dsn", dsn)
+    assert again.code == 5
+    assert "no dead-lettered head of consumer 'reply' at index 1 on lane 'turns'" in again.err
+    assert dead_lanes(cli, dsn, "both") == [None]
+    event = cli(
+        "redrive", "both", "reply", "1", "--retry", "--event-cursor", "--json", "--dsn", dsn
+    )
+    assert event.code == 0, event
+    assert json.loads(event.out) == {
+        "session_id": "both",
+        "consumer": "reply",
+        "index": 1,
+        "action": "retry",
+        "redriven": True,
+        "has_pending": True,
+        "lane": None,
+    }
+    assert dead_lanes(cli, dsn, "both") == []
+
+
+def test_redrive_of_a_lane_with_no_dead_head_exits_5(cli: Cli, dsn: str) -> None:
+    """s1's reply is dead on lane turns, not on its event cursor nor on another lane."""
+    for cursor in (["--event-cursor"], ["--lane", "other"]):
+        result = cli("redrive", "s1", "reply", "1", "--skip", *cursor, "--dsn", dsn)
+        assert result.code == 5, result
+    assert dead_lanes(cli, dsn, "s1") == ["turns"]
+    json_out = cli(
+        "redrive", "s1", "reply", "1", "--skip", "--lane", "turns", "--json", "--dsn", dsn
+    )
+    assert json.loads(json_out.out)["lane"] == "turns"
+
+
+def test_redrive_refuses_an_empty_lane(cli: Cli, dsn: str) -> None:
+    result = cli("redrive", "s1", "reply", "1", "--skip", "--lane", "", "--dsn", dsn)
+    assert result.code == 2
+    assert "lane" in result.err
+    assert dead_lanes(cli, dsn, "s1") == ["turns"]
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,16 @@ def test_redrive_needs_exactly_one_action(cli: Cli) -> None:
     assert both.code == 2
 
 
+def test_redrive_names_a_lane_or_the_event_cursor_not_both(cli: Cli) -> None:
+    assert vars(parse("redrive", "s", "c", "3", "--skip"))["lane"] is None
+    assert vars(parse("redrive", "s", "c", "3", "--skip"))["event_cursor"] is False
+    assert vars(parse("redrive", "s", "c", "3", "--skip", "--lane", "x"))["lane"] == "x"
+    assert vars(parse("redrive", "s", "c", "3", "--retry", "--event-cursor"))["event_cursor"]
+    both = cli("redrive", "s", "c", "3", "--skip", "--lane", "x", "--event-cursor")
+    assert both.code == 2
+    assert "not allowed with" in both.err
+
+
 @pytest.mark.parametrize("index", ["0", "-1", "x"])
 def test_redrive_index_must_be_positive(cli: Cli, index: str) -> None:
     result = cli("redrive", "s", "c", index, "--skip", "--dsn", SOMEWHERE)

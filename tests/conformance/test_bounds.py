@@ -296,6 +296,7 @@ QUOTING_OPS: dict[str, Callable[[Store, Any], Awaitable[Any]]] = {
     ),
     "ttl": lambda s, v: s.claim_available("s", holder=HOLDER, ttl=v),
     "action": lambda s, v: s.redrive("s", consumer="c", index=1, action=v),
+    "redrive-lane": lambda s, v: s.redrive("s", consumer="c", index=1, action="skip", lane=v),
     "index": lambda s, v: s.complete_attempt("s", consumer="c", lane=None, index=v, attempt=1),
     "limit": lambda s, v: s.claim_any(holder=HOLDER, ttl=TTL, limit=v),
     "presence-at": lambda s, v: s.presence.write("room", "ann", {"f": 1}, at=v, seen=None, ttl=1),

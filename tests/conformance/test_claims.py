@@ -141,6 +141,32 @@ async def test_exclude_names_the_lane_too(store: Store) -> None:
     assert (head.consumer, head.lane) == ("c", "x")
 
 
+async def test_exclude_removes_exactly_the_named_head_not_its_lane(store: Store) -> None:
+    """SPEC 2.4: a head "in ``exclude``" is not eligible, and a ``ClaimRef`` names one head,
+    ``(consumer, lane, index)``: a2pg excludes exactly that head, on every backend.
+
+    The JavaScript seed (0.22.0, store-memory.js and store-sqlite.js) matched exclusions by
+    cursor key, ``cursorKey(consumer, lane, index)``, which is ``consumer\\0#<index>`` for an
+    event cursor but ``consumer\\0L<lane>`` for a lane, the index dropped: a ``ClaimRef``
+    naming a lane excluded that whole lane cursor, whatever its current head.
+    """
+    x, y = Target("c", "x"), Target("c", "y")
+    await append(store, "s", ev(to=[x, y, "c"]), ev(to=[x, y, "c"]))
+    # Lane x's head excluded: x yields nothing (its event 2 is not its head yet), but the
+    # same consumer's lane y and its event cursors are claimed.
+    heads = await claim(store, "s", exclude=[ClaimRef("c", "x", 1)])
+    assert refs(heads) == [("s", "c", None, 1), ("s", "c", "y", 1), ("s", "c", None, 2)]
+    # Naming an index that is not lane x's head (nor any event cursor's) excludes nothing;
+    # the seed would have excluded lane x here.
+    not_heads = [ClaimRef("c", "x", 2), ClaimRef("c", None, 3)]
+    [head] = await claim(store, "s", exclude=not_heads)
+    assert (head.lane, head.index) == ("x", 1)
+    # Once lane x has moved past the excluded index, that exclusion no longer holds it back.
+    await completed(store, head)
+    heads = await claim(store, "s", exclude=[ClaimRef("c", "x", 1)])
+    assert refs(heads) == [("s", "c", "x", 2)]
+
+
 async def test_only_served_consumers_are_claimed(store: Store) -> None:
     await append(store, "s", ev(to=["c", "d"]), ev(to=["e"]))
     heads = await claim(store, "s", consumers=[Consumer("d"), Consumer("e")])

@@ -41,6 +41,7 @@ NAME_OPS: dict[str, NameOp] = {
         "s", consumer=LONG_NAME, lane=None, index=1, attempt=1
     ),
     "redrive consumer": lambda s: s.redrive("s", consumer=LONG_NAME, index=1, action="skip"),
+    "redrive lane": lambda s: s.redrive("s", consumer="c", index=1, action="skip", lane=LONG_NAME),
     "snapshot reducer": lambda s: s.put_snapshots("s", LONG_NAME, [SnapshotWrite(1, {})]),
     "register consumer": lambda s: s.register_consumers([Consumer(LONG_NAME, LogSpec())]),
     "presence namespace": lambda s: s.presence.read(LONG_NAME),

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 
-from a2pg import Consumer, RedriveResult, Target
+from a2pg import ANY_LANE, A2Error, AnyLane, ClaimRef, Consumer, Head, RedriveResult, Target
 from a2pg.ids import FakeClock
 from a2pg.store import Store
 
 from .helpers import (
     TTL,
     append,
+    assert_code,
     claim,
     claim_one,
     completed,
@@ -165,3 +169,127 @@ async def test_a_redriven_head_completes(store: Store) -> None:
     head = await claim_one(store, "s")
     [event] = await completed(store, head, ev("r", id="r"))
     assert event.cause == head.attempt_ref
+
+
+# -- redrive naming the cursor: lane= ---------------------------------------------------
+
+Y = Target("c", "y")
+
+
+async def dead_at_one(store: Store, *targets: Target) -> None:
+    """Event 1 targets each of ``targets`` (and event 2 queues behind on lane x); every
+    head at index 1 is dead-lettered."""
+    await append(store, "s", ev(to=targets), ev(to=[X]))
+    for head in await claim(store, "s", through=1):
+        assert (await fail(store, head, max_failures=1)).outcome == "dead_lettered"
+
+
+def dead_cursors(letters: list[Head]) -> list[tuple[str, str | None, int]]:
+    return [(h.consumer, h.lane, h.index) for h in letters]
+
+
+@pytest.mark.parametrize("lane", [None, "x", "y"], ids=["event-cursor", "lane-x", "lane-y"])
+async def test_redrive_with_a_lane_takes_that_cursors_dead_head(
+    store: Store, lane: str | None
+) -> None:
+    """The consumer's event head and two lane heads are dead at one index: ``lane`` names
+    which one is redriven (None: the event cursor); the others stay dead."""
+    await dead_at_one(store, Target("c"), X, Y)
+    everyone = [("c", None, 1), ("c", "x", 1), ("c", "y", 1)]
+    assert dead_cursors(await store.dead_letters("s")) == everyone
+    result = await store.redrive("s", consumer="c", index=1, action="retry", lane=lane)
+    assert result == RedriveResult(redriven=True, has_pending=True)
+    left = [ref for ref in everyone if ref[1] != lane]
+    assert dead_cursors(await store.dead_letters("s")) == left
+    head = await claim_one(store, "s")
+    assert (head.consumer, head.lane, head.index, head.attempt) == ("c", lane, 1, 2)
+
+
+async def test_a_skip_with_a_lane_moves_only_that_lane(store: Store) -> None:
+    await dead_at_one(store, Target("c"), X)
+    result = await store.redrive("s", consumer="c", index=1, action="skip", lane="x")
+    assert result == RedriveResult(redriven=True, has_pending=True)
+    assert dead_cursors(await store.dead_letters("s")) == [("c", None, 1)]
+    cursor = await cursor_of(store, "s", "c", "x")
+    assert (cursor.position, cursor.head) == (1, 2)
+    assert refs(await claim(store, "s")) == [("s", "c", "x", 2)]
+
+
+async def test_redrive_with_any_lane_is_the_default(store: Store) -> None:
+    """``ANY_LANE`` (the default) takes the head ``dead_letters`` lists first."""
+    await dead_at_one(store, Target("c"), X)
+    result = await store.redrive("s", consumer="c", index=1, action="skip", lane=ANY_LANE)
+    assert result.redriven
+    assert dead_cursors(await store.dead_letters("s")) == [("c", "x", 1)]
+
+
+async def test_redrive_of_a_log_cursor_by_its_lane(store: Store) -> None:
+    audit = log_consumer("audit", backfill=True, lane="audit-log")
+    await append(store, "s", ev("a"), ev("b"), consumers=[audit])
+    await dead(store, consumers=[audit], through=1)
+    for lane in (None, "log"):
+        before = await fingerprint(store, "s")
+        result = await store.redrive("s", consumer="audit", index=1, action="skip", lane=lane)
+        assert result.redriven is False
+        assert await fingerprint(store, "s") == before
+    result = await store.redrive(
+        "s", consumer="audit", index=1, action="skip", lane="audit-log", consumers=[audit]
+    )
+    assert result == RedriveResult(redriven=True, has_pending=True)
+    assert cursor_view(await store.cursors("s")) == [("audit", "audit-log", "log", 1, 2)]
+
+
+@pytest.mark.parametrize(
+    ("dead_lane", "lane"),
+    [(None, "x"), ("x", None), (None, "z"), ("x", "z")],
+    ids=["live-lane", "live-event-cursor", "unknown-lane", "unknown-lane-beside-dead-lane"],
+)
+@pytest.mark.parametrize("action", ["retry", "skip"])
+async def test_redrive_of_a_lane_without_a_dead_head_there_changes_nothing(
+    store: Store, dead_lane: str | None, lane: str, action: str
+) -> None:
+    """The consumer has a dead head at the index, but not on the cursor ``lane`` names (that
+    one is live, claimed, or does not exist): nothing is redriven and nothing written."""
+    await append(store, "s", ev(to=[Target("c"), X]))
+    for head in await claim(store, "s"):
+        if head.lane == dead_lane:
+            await fail(store, head, max_failures=1)
+    assert dead_cursors(await store.dead_letters("s")) == [("c", dead_lane, 1)]
+    before = await fingerprint(store, "s")
+    result = await store.redrive(
+        "s",
+        consumer="c",
+        index=1,
+        action=action,  # type: ignore[arg-type]
+        lane=lane,
+    )
+    assert result == RedriveResult(redriven=False, has_pending=True)
+    assert await fingerprint(store, "s") == before
+
+
+@pytest.mark.parametrize(
+    "lane",
+    [1, "", "x\x00", b"x", ClaimRef("c", "x", 1), ["x"]],
+    ids=["int", "empty", "nul", "bytes", "claim-ref", "list"],
+)
+async def test_a_bad_lane_is_refused_and_nothing_is_redriven(store: Store, lane: object) -> None:
+    await dead_at_one(store, Target("c"), X)
+    before = await fingerprint(store, "s")
+    with pytest.raises(A2Error) as error:
+        await store.redrive(
+            "s",
+            consumer="c",
+            index=1,
+            action="skip",
+            lane=lane,  # type: ignore[arg-type]
+        )
+    assert_code(error, "INVALID_ARGUMENT", "lane")
+    assert await fingerprint(store, "s") == before
+
+
+def test_any_lane_is_one_constant() -> None:
+    """``ANY_LANE`` survives copies and pickling as itself, and says what it is."""
+    assert copy.deepcopy(ANY_LANE) is ANY_LANE
+    assert pickle.loads(pickle.dumps(ANY_LANE)) is ANY_LANE
+    assert isinstance(ANY_LANE, AnyLane)
+    assert repr(ANY_LANE) == "ANY_LANE"

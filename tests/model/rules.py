@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
 from a2pg import (
+    ANY_LANE,
     AttemptRef,
     Claimed,
     ClaimResult,
@@ -347,16 +348,26 @@ class StoreModel(ModelMachine):
         pick=u.picks,
         skip=st.booleans(),
         consumers=u.declared,
+        by_lane=st.booleans(),
     )
     def redrive(
-        self, session_id: str, pick: int, skip: bool, consumers: list[Consumer] | None
+        self,
+        session_id: str,
+        pick: int,
+        skip: bool,
+        consumers: list[Consumer] | None,
+        by_lane: bool,
     ) -> None:
-        """Names a dead letter when the session has any, else a live head."""
-        dead = [(h.consumer, h.index) for h in self.dead_letters(session_id)]
-        live = [(c.consumer, c.head) for c in self.cursors(session_id) if c.head is not None]
-        candidates = dead or live or [(u.JOB, 1)]
-        consumer, index = candidates[pick % len(candidates)]
-        if dead.count((consumer, index)) > 1 and tolerated("redrive_of_two_dead_heads"):
+        """Names a dead letter when the session has any, else a live head; ``by_lane``
+        passes its lane (``None`` for an event cursor), else no lane."""
+        dead = [(h.consumer, h.lane, h.index) for h in self.dead_letters(session_id)]
+        live = [
+            (c.consumer, c.lane, c.head) for c in self.cursors(session_id) if c.head is not None
+        ]
+        candidates = dead or live or [(u.JOB, None, 1)]
+        consumer, lane, index = candidates[pick % len(candidates)]
+        at_index = [(c, i) for c, _, i in dead].count((consumer, index))
+        if not by_lane and at_index > 1 and tolerated("redrive_of_two_dead_heads"):
             note(f"tolerated: redrive_of_two_dead_heads, not redriving {consumer}@{index}")
             return
         self.both(
@@ -367,6 +378,7 @@ class StoreModel(ModelMachine):
                 index=index,
                 action="skip" if skip else "retry",
                 consumers=consumers,
+                lane=lane if by_lane else ANY_LANE,
             ),
         )
 

@@ -163,12 +163,23 @@ select c.*, s.clear_index,
  order by c.head, c.consumer collate "C", coalesce(c.lane, '') collate "C";
 
 -- name: dead_head
+-- redrive naming no lane: the consumer's dead head at idx that dead_letters lists first
+-- (an event cursor's key '#<idx>' sorts before any lane's 'L<lane>').
 select c.*
   from {schema}.a2_cursors c
  where c.session_id = %(session_id)s and c.consumer = %(consumer)s
    and c.head = %(idx)s::bigint and c.failed_at is not null
  order by c.cursor_key collate "C"
  limit 1
+   for update;
+
+-- name: dead_head_of_cursor
+-- redrive naming a lane (or None, the event cursor): that one cursor's head, if dead at idx.
+select c.*
+  from {schema}.a2_cursors c
+ where c.session_id = %(session_id)s and c.consumer = %(consumer)s
+   and c.cursor_key = %(cursor_key)s
+   and c.head = %(idx)s::bigint and c.failed_at is not null
    for update;
 
 -- name: retry_head
