@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -15,6 +15,7 @@ from a2pg import (
     Claimed,
     Completed,
     CompleteResult,
+    Completion,
     Consumer,
     Cursor,
     FailResult,
@@ -245,3 +246,44 @@ async def let_run() -> None:
     """Lets started tasks run up to their first real wait (no time passes)."""
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+def completion(head: Head, *events: NewEvent, attempt: int | None = None) -> Completion:
+    """The Completion of ``head`` (at its attempt unless given) returning ``events``."""
+    return Completion(
+        head.session_id,
+        head.consumer,
+        head.lane,
+        head.index,
+        head.attempt if attempt is None else attempt,
+        events,
+    )
+
+
+async def woken_by(store: Store, action: Callable[[], Awaitable[object]]) -> list[str | None]:
+    """The sessions ``store``'s wakeups name while ``action`` runs: subscribed (proved by a
+    warm-up append), then ``action``, then an append to session "marker" whose wakeup
+    closes the window. Appends target consumer "w"; leave it out of what you claim."""
+    wakeups = store.wakeups()
+    seen: list[str | None] = []
+
+    async def until(session_id: str) -> None:
+        while (woken := await anext(wakeups)) != session_id:
+            seen.append(woken)
+
+    waiting: asyncio.Future[None] | None = None
+    try:
+        waiting = asyncio.ensure_future(until("warm-up"))
+        await let_run()
+        await append(store, "warm-up", ev(to=["w"]))
+        await asyncio.wait_for(waiting, TIMEOUT)
+        seen.clear()
+        waiting = asyncio.ensure_future(until("marker"))
+        await let_run()
+        await action()
+        await append(store, "marker", ev(to=["w"]))
+        await asyncio.wait_for(waiting, TIMEOUT)
+    finally:
+        await cancel(waiting)
+        await close(wakeups)
+    return seen

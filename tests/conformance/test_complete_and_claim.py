@@ -3,8 +3,6 @@ one atomic call, answering exactly what complete_attempts then claim_any would."
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from a2pg import (
@@ -16,36 +14,21 @@ from a2pg import (
     Superseded,
     Target,
 )
-from a2pg.models import Head
 from a2pg.store import Store
 
 from .helpers import (
     HOLDER,
     MAX_FAILURES,
-    TIMEOUT,
     TTL,
     append,
     assert_code,
-    cancel,
     claim_one,
-    close,
+    completion,
     ev,
     fingerprint,
-    let_run,
     refs,
+    woken_by,
 )
-
-
-def done(head: Head, *events: object, attempt: int | None = None) -> Completion:
-    return Completion(
-        head.session_id,
-        head.consumer,
-        head.lane,
-        head.index,
-        head.attempt if attempt is None else attempt,
-        tuple(events),  # type: ignore[arg-type]
-        None,
-    )
 
 
 async def cycle(
@@ -64,10 +47,10 @@ async def cycle(
 async def test_it_completes_then_claims_what_the_completions_made_ready(store: Store) -> None:
     await append(store, "s", ev(to=[Target("c", "x")]), ev(to=[Target("c", "x")]))
     first = await claim_one(store, "s")
-    result = await cycle(store, done(first, ev("reply", id="r1", to=["d"])))
-    [completion] = result.completed
-    assert isinstance(completion, Completed)
-    assert [(e.type, e.index) for e in completion.events] == [("reply", 3)]
+    result = await cycle(store, completion(first, ev("reply", id="r1", to=["d"])))
+    [outcome] = result.completed
+    assert isinstance(outcome, Completed)
+    assert [(e.type, e.index) for e in outcome.events] == [("reply", 3)]
     # The lane's next event and the returned event's head, claimed in the same call.
     assert sorted(refs(result.heads)) == [("s", "c", "x", 2), ("s", "d", None, 3)]
     assert all(h.attempt == 1 for h in result.heads)
@@ -87,7 +70,7 @@ async def test_a_superseded_completion_is_answered_and_the_claim_still_runs(stor
     await append(store, "s", ev(to=["c"]))
     await append(store, "t", ev(to=["c"]))
     head = await claim_one(store, "s")
-    result = await cycle(store, done(head, attempt=head.attempt + 1))
+    result = await cycle(store, completion(head, attempt=head.attempt + 1))
     assert result.completed == [Superseded()]
     assert refs(result.heads) == [("t", "c", None, 1)]
 
@@ -95,9 +78,9 @@ async def test_a_superseded_completion_is_answered_and_the_claim_still_runs(stor
 async def test_a_replayed_cycle_answers_its_completions_again(store: Store) -> None:
     await append(store, "s", ev(to=["c"]))
     head = await claim_one(store, "s")
-    completion = done(head, ev("reply", id="r1"))
-    first = await cycle(store, completion)
-    second = await cycle(store, completion)
+    sent = completion(head, ev("reply", id="r1"))
+    first = await cycle(store, sent)
+    second = await cycle(store, sent)
     assert first.completed == second.completed
     assert second.heads == []
 
@@ -127,7 +110,7 @@ async def test_bad_claim_arguments_refuse_the_whole_call(
     }
     arguments.update(options)
     with pytest.raises(A2Error) as error:
-        await store.complete_and_claim([done(head)], **arguments)  # type: ignore[arg-type]
+        await store.complete_and_claim([completion(head)], **arguments)  # type: ignore[arg-type]
     assert_code(error, "INVALID_ARGUMENT")
     assert await fingerprint(store, "s") == before
 
@@ -138,7 +121,7 @@ async def test_a_refused_completion_leaves_nothing_claimed(store: Store) -> None
     head = await claim_one(store, "s")
     before = await fingerprint(store, "s", "t")
     with pytest.raises(A2Error) as error:
-        await cycle(store, done(head, ev("reply", id="taken"), ev("reply", id="new")))
+        await cycle(store, completion(head, ev("reply", id="taken"), ev("reply", id="new")))
     assert_code(error, "PARTIAL_DUPLICATE_BATCH")
     assert await fingerprint(store, "s", "t") == before
     assert refs((await cycle(store)).heads) == [("t", "c", None, 1)]
@@ -151,30 +134,13 @@ async def test_work_it_claims_itself_wakes_nobody(store: Store) -> None:
     await append(store, "u", ev(to=[Target("c", "y")]), ev(to=[Target("c", "y")]))
     first_s = await claim_one(store, "s", through=1)
     first_u = await claim_one(store, "u", through=1)
-    wakeups = store.wakeups()
-    seen: list[str | None] = []
 
-    async def until(session_id: str) -> None:
-        while (woken := await anext(wakeups)) != session_id:
-            seen.append(woken)
-
-    waiting: asyncio.Future[None] | None = None
-    try:
-        waiting = asyncio.ensure_future(until("warm-up"))
-        await let_run()
-        await append(store, "warm-up", ev(to=["w"]))
-        await asyncio.wait_for(waiting, TIMEOUT)
-        seen.clear()
-        waiting = asyncio.ensure_future(until("marker"))
-        await let_run()
+    async def both_lanes_move() -> None:
         # Both lanes move to their next event, ready at the same time: the claim takes
         # the first by session id and leaves the other claimable.
-        result = await cycle(store, done(first_s), done(first_u), limit=1, serving="c")
+        result = await cycle(store, completion(first_s), completion(first_u), limit=1, serving="c")
         assert refs(result.heads) == [("s", "c", "x", 2)]
-        await append(store, "marker", ev(to=["w"]))
-        await asyncio.wait_for(waiting, TIMEOUT)
-    finally:
-        await cancel(waiting)
-        await close(wakeups)
+
+    seen = await woken_by(store, both_lanes_move)
     assert "u" in seen
     assert "s" not in seen

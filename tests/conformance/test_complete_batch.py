@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from a2pg import A2Error, AttemptRef, Completed, Completion, Head, NewEvent, Superseded
+from a2pg import A2Error, AttemptRef, Completed, Completion, Superseded
 from a2pg.ids import FakeClock
 from a2pg.store import Store
 
@@ -15,22 +15,12 @@ from .helpers import (
     claim,
     claim_one,
     completed,
+    completion,
     cursor_view,
     ev,
     fingerprint,
     log_consumer,
 )
-
-
-def completion(head: Head, *events: NewEvent, attempt: int | None = None) -> Completion:
-    return Completion(
-        head.session_id,
-        head.consumer,
-        head.lane,
-        head.index,
-        head.attempt if attempt is None else attempt,
-        events,
-    )
 
 
 async def test_an_empty_batch_does_nothing(store: Store) -> None:

@@ -8,7 +8,6 @@ failure the day the backend is fixed: then drop the mark, and the matching entry
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -18,18 +17,16 @@ from a2pg.store import Store
 
 from ..backends import Backend
 from .helpers import (
-    TIMEOUT,
     append,
-    cancel,
     claim,
     claim_one,
     close,
     completed,
     ev,
     fail,
-    let_run,
     log_consumer,
     take,
+    woken_by,
 )
 
 FailsOn = Callable[[Sequence[str], str], None]
@@ -71,29 +68,12 @@ async def test_a_redrive_skip_that_leaves_nothing_claimable_wakes_nobody(store: 
     session before a later write that does create work elsewhere."""
     await append(store, "s", ev(to=["c"]))
     await fail(store, await claim_one(store, "s"), max_failures=1)
-    wakeups = store.wakeups()
-    seen: list[str | None] = []
 
-    async def until(session_id: str) -> None:
-        while (woken := await anext(wakeups)) != session_id:
-            seen.append(woken)
-
-    waiting: asyncio.Future[None] | None = None
-    try:
-        waiting = asyncio.ensure_future(until("warm-up"))
-        await let_run()
-        await append(store, "warm-up", ev(to=["c"]))
-        await asyncio.wait_for(waiting, TIMEOUT)
-        seen.clear()
-        waiting = asyncio.ensure_future(until("marker"))
-        await let_run()
+    async def skip() -> None:
         result = await store.redrive("s", consumer="c", index=1, action="skip")
         assert result == RedriveResult(redriven=True, has_pending=False)
-        await append(store, "marker", ev(to=["c"]))
-        await asyncio.wait_for(waiting, TIMEOUT)
-    finally:
-        await cancel(waiting)
-        await close(wakeups)
+
+    seen = await woken_by(store, skip)
     assert "s" not in seen
 
 
