@@ -53,13 +53,6 @@ class Backend:
     marks: tuple[pytest.MarkDecorator, ...] = ()
     default: bool = True
     """Run when ``A2PG_TEST_BACKENDS`` is not set."""
-    family: str = ""
-    """The implementation behind it (``postgres`` for PostgreSQL through PgBouncer too):
-    what a known bug of one implementation is marked by. Default: ``name``."""
-
-    @property
-    def implementation(self) -> str:
-        return self.family or self.name
 
 
 def _no_storage(request: pytest.FixtureRequest) -> None:
@@ -212,7 +205,6 @@ BACKENDS = (
         _open_bounced("transaction"),
         marks=(pytest.mark.postgres,),
         default=False,
-        family="postgres",
     ),
     Backend(
         "pgbouncer-session",
@@ -220,7 +212,6 @@ BACKENDS = (
         _open_bounced("session"),
         marks=(pytest.mark.postgres,),
         default=False,
-        family="postgres",
     ),
 )
 _BY_NAME = {backend.name: backend for backend in BACKENDS}

@@ -1,21 +1,15 @@
 """Edge cases where the backends were found to disagree: one minimal reproducer each.
 
-Each test asserts what SPEC.md requires (its docstring cites the section). A test that
-fails today on some backend is marked ``xfail(strict=True)`` there, so it turns into a
-failure the day the backend is fixed: then drop the mark, and the matching entry of
-``tests/model/known.py`` (the model-based test tolerates these differences meanwhile).
+These are minimal reproducers of differences the model-based test (``tests/model``)
+found between the backends. Each asserts what SPEC.md requires (its docstring cites the
+section) and now passes on every backend; they are kept as regression tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
-import pytest
-
 from a2pg import Completion, Consumer, LogSpec, RedriveResult, Target
 from a2pg.store import Store
 
-from ..backends import Backend
 from .helpers import (
     append,
     claim,
@@ -28,20 +22,6 @@ from .helpers import (
     take,
     woken_by,
 )
-
-FailsOn = Callable[[Sequence[str], str], None]
-
-
-@pytest.fixture
-def fails_on(request: pytest.FixtureRequest, backend: Backend) -> FailsOn:
-    """Marks the running test ``xfail(strict=True)`` when its backend is one of ``names``."""
-
-    def mark(names: Sequence[str], reason: str) -> None:
-        if backend.implementation in names:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-    return mark
-
 
 # -- redrive ----------------------------------------------------------------------------
 

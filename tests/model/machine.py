@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from hypothesis import event
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
-from a2pg import AttemptRef, Cursor, Head, NewEvent, SessionInfo, StoredEvent
+from a2pg import AttemptRef, Cursor, Head, SessionInfo
 from a2pg.store import Store
 
 from . import universe as u
@@ -42,12 +42,6 @@ def label(result: Outcome[Any]) -> str:
     return type(value).__name__
 
 
-def comparable(result: Outcome[T], normalise: Callable[[T], object] | None) -> object:
-    if normalise is None or not isinstance(result, Ok):
-        return result
-    return Ok(normalise(result.value))
-
-
 class ModelMachine(RuleBasedStateMachine):
     """Both stores, what they showed after the last step, and what the steps handed out."""
 
@@ -59,27 +53,15 @@ class ModelMachine(RuleBasedStateMachine):
         """Every attempt a claim handed out, oldest first: what rules complete, fail, renew."""
         self.snapshot_bounds: dict[tuple[str, str], set[int]] = {}
         """The indexes of snapshot writes, by session and reducer: where history may be kept."""
-        self.ids_at: dict[str, dict[int, str]] = {s: {} for s in u.SESSIONS}
-        """Each session's event ids by index, as appends and completions returned them."""
-        self.lane_targets: dict[str, set[tuple[str, str, int]]] = {s: set() for s in u.SESSIONS}
-        """``(consumer, lane, index)`` of every lane target stored, by session."""
-        self.reclaimed: dict[str, int] = dict.fromkeys(u.SESSIONS, 0)
-        """How many rows reclaim deleted so far, by session (memory's count)."""
         self.view: dict[str, Outcome[Any]] = {}
         """Memory's observation after the last step, by part (see ``observe``)."""
 
     # -- running and comparing -------------------------------------------------------------
 
-    def both(
-        self,
-        what: str,
-        call: Callable[[Store], Awaitable[T]],
-        normalise: Callable[[T], object] | None = None,
-    ) -> Outcome[T]:
-        """Runs ``call`` on both stores and insists on the same outcome (after ``normalise``,
-        a known difference's tolerance); returns memory's."""
+    def both(self, what: str, call: Callable[[Store], Awaitable[T]]) -> Outcome[T]:
+        """Runs ``call`` on both stores and insists on the same outcome; returns memory's."""
         memory, postgres = self.pair.both(call)
-        if comparable(memory, normalise) != comparable(postgres, normalise):
+        if memory != postgres:
             raise differ(what, memory, postgres)
         event(f"{what}: {label(memory)}")
         return memory
@@ -114,12 +96,6 @@ class ModelMachine(RuleBasedStateMachine):
     def dead_letters(self, session_id: str) -> list[Head]:
         return self.seen(f"dead_letters({session_id})")
 
-    def log_lanes(self) -> set[tuple[str, str, str | None]]:
-        """``(session, consumer, lane)`` of every log cursor."""
-        return {
-            (s, c.consumer, c.lane) for s in u.SESSIONS for c in self.cursors(s) if c.kind == "log"
-        }
-
     def has_cursors(self) -> bool:
         return any(self.cursors(s) for s in u.SESSIONS)
 
@@ -150,14 +126,3 @@ class ModelMachine(RuleBasedStateMachine):
             entry = (head.session_id, head.attempt_ref)
             if entry not in self.attempts:
                 self.attempts.append(entry)
-
-    def remember_events(self, stored: Sequence[StoredEvent], sent: Sequence[NewEvent]) -> None:
-        """Records the ids and lane targets of stored events (``sent`` as requested)."""
-        for found, request in zip(stored, sent, strict=False):
-            if found.session_id not in self.ids_at:
-                continue
-            self.ids_at[found.session_id][found.index] = found.id
-            for target in request.targets:
-                if target.lane is not None:
-                    lanes = self.lane_targets[found.session_id]
-                    lanes.add((target.consumer, target.lane, found.index))

@@ -2,8 +2,7 @@
 
 Arguments come from the universe and from what the stores showed: remembered attempts
 (shifted to stale and not-yet-reached numbers), session heads and clear indexes, dead
-letters. Where a known difference (``known``) would make the stores disagree, the rule
-applies that entry's tolerance, and only there.
+letters.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
@@ -19,40 +17,18 @@ from a2pg import (
     ANY_LANE,
     AttemptRef,
     Claimed,
-    ClaimResult,
-    Completed,
     CompleteResult,
     Completion,
     Consumer,
     NewEvent,
-    ReclaimResult,
-    ReleaseResult,
-    RenewResult,
     SnapshotWrite,
 )
 from a2pg.models import JSON
 from a2pg.store import Store
 
 from . import universe as u
-from .batches import cut
-from .known import tolerated
 from .machine import ModelMachine, Pick
 from .pair import Ok
-
-SYNC_HOLDER = "model-sync"
-"""The holder of the claims the model makes only to bring PostgreSQL's log types up to date."""
-
-Normalise = Callable[[RenewResult | ReleaseResult], object]
-
-
-def once_each(result: RenewResult | ReleaseResult) -> object:
-    """A renew or release answer with each head once (see ``known``)."""
-    done = result.renewed if isinstance(result, RenewResult) else result.released
-    return (list(dict.fromkeys(done)), list(dict.fromkeys(result.superseded)))
-
-
-def reclaim_done(result: ReclaimResult) -> object:
-    return result.done
 
 
 class StoreModel(ModelMachine):
@@ -94,14 +70,12 @@ class StoreModel(ModelMachine):
             ref = self.attempt(cause, session_id)[1]
             events = [NewEvent(e.type, e.payload, e.id, ref, e.targets) for e in events]
         origin_index = None if origin is None else self.info(session_id).clear_index + origin
-        result = self.both(
+        self.both(
             "append",
             lambda s: s.append(
                 session_id, events, consumers=consumers, origin_index=origin_index or None
             ),
         )
-        if isinstance(result, Ok):
-            self.remember_events(result.value.events, events)
 
     @rule(
         session_id=u.sessions,
@@ -136,23 +110,7 @@ class StoreModel(ModelMachine):
 
     @rule(session_id=u.any_session, consumer=st.sampled_from(u.WAKE_LOG_CONSUMERS))
     def wake_log(self, session_id: str, consumer: Consumer) -> None:
-        if self.dropped_lane(session_id, consumer) and tolerated("dropped_lane_cursor_remains"):
-            note("tolerated: dropped_lane_cursor_remains, not waking")
-            return
         self.both("wake_log", lambda s: s.wake_log(session_id, consumer))
-
-    def dropped_lane(self, session_id: str, consumer: Consumer) -> bool:
-        """Whether a clear dropped a lane cursor on the lane ``consumer`` would follow, and no
-        cursor is on that lane now."""
-        if consumer.log is None or session_id not in self.lane_targets:
-            return False
-        lane = (consumer.name, consumer.log.lane)
-        clear_index = self.info(session_id).clear_index
-        below = any(
-            (name, on) == lane and index < clear_index
-            for name, on, index in self.lane_targets[session_id]
-        )
-        return below and not any((c.consumer, c.lane) == lane for c in self.cursors(session_id))
 
     @rule(after=st.sampled_from((None, "a", "b")), limit=st.sampled_from((100, 1)))
     def sessions(self, after: str | None, limit: int) -> None:
@@ -221,14 +179,9 @@ class StoreModel(ModelMachine):
         if isinstance(result, Ok):
             self.remember(result.value)
 
-    def held(self, session_id: str, picks: list[Pick]) -> tuple[list[AttemptRef], Normalise | None]:
-        """The claims a renew or release names, and the tolerance its answer needs."""
-        claims = [self.attempt(pick, session_id)[1] for pick in picks]
-        two_attempts = len({c.ref for c in claims}) < len(set(claims))  # one head, two numbers
-        if two_attempts and tolerated("repeated_head_in_renew_or_release"):
-            note("tolerated: repeated_head_in_renew_or_release")
-            return claims, once_each
-        return claims, None
+    def held(self, session_id: str, picks: list[Pick]) -> list[AttemptRef]:
+        """The claims a renew or release names."""
+        return [self.attempt(pick, session_id)[1] for pick in picks]
 
     @precondition(ModelMachine.has_attempts)
     @rule(
@@ -238,11 +191,10 @@ class StoreModel(ModelMachine):
         ttl=u.ttls,
     )
     def renew_claims(self, session_id: str, holder: str, picks: list[Pick], ttl: float) -> None:
-        claims, normalise = self.held(session_id, picks)
+        claims = self.held(session_id, picks)
         self.both(
             "renew_claims",
             lambda s: s.renew_claims(session_id, holder=holder, claims=claims, ttl=ttl),
-            normalise,
         )
 
     @precondition(ModelMachine.has_attempts)
@@ -252,11 +204,10 @@ class StoreModel(ModelMachine):
         picks=st.lists(st.tuples(u.picks, u.deltas), max_size=3),
     )
     def release_claims(self, session_id: str, holder: str, picks: list[Pick]) -> None:
-        claims, normalise = self.held(session_id, picks)
+        claims = self.held(session_id, picks)
         self.both(
             "release_claims",
             lambda s: s.release_claims(session_id, holder=holder, claims=claims),
-            normalise,
         )
 
     # -- outcomes of attempts --------------------------------------------------------------
@@ -286,7 +237,7 @@ class StoreModel(ModelMachine):
         """``past_head`` completes an index with no event yet."""
         c = self.completion(pick, events, consumers)
         index = self.info(c.session_id).head + 1 if past_head else c.index
-        result = self.both(
+        self.both(
             "complete_attempt",
             lambda s: s.complete_attempt(
                 c.session_id,
@@ -298,24 +249,12 @@ class StoreModel(ModelMachine):
                 consumers=c.consumers,
             ),
         )
-        if isinstance(result, Ok) and isinstance(result.value, Completed):
-            self.remember_events(result.value.events, c.events)
 
     @precondition(ModelMachine.has_attempts)
     @rule(batch=u.batches)
     def complete_attempts(self, batch: list[u.CompletionSpec]) -> None:
         completions = [self.completion(pick, events, declared) for pick, events, declared in batch]
-        parts = [completions]
-        if tolerated("batch_differs_from_one_by_one"):
-            parts = cut(completions, self.seen("registered_consumers()"), self.log_lanes())
-            if len(parts) > 1:
-                note(f"tolerated: batch_differs_from_one_by_one, sent as {len(parts)} batches")
-        for part in parts:
-            result = self.both("complete_attempts", batch_of(part))
-            if isinstance(result, Ok):
-                for outcome, c in zip(result.value, part, strict=True):
-                    if isinstance(outcome, Completed):
-                        self.remember_events(outcome.events, c.events)
+        self.both("complete_attempts", batch_of(completions))
 
     @precondition(ModelMachine.has_attempts)
     @rule(
@@ -366,10 +305,6 @@ class StoreModel(ModelMachine):
         ]
         candidates = dead or live or [(u.JOB, None, 1)]
         consumer, lane, index = candidates[pick % len(candidates)]
-        at_index = [(c, i) for c, _, i in dead].count((consumer, index))
-        if not by_lane and at_index > 1 and tolerated("redrive_of_two_dead_heads"):
-            note(f"tolerated: redrive_of_two_dead_heads, not redriving {consumer}@{index}")
-            return
         self.both(
             "redrive",
             lambda s: s.redrive(
@@ -438,36 +373,13 @@ class StoreModel(ModelMachine):
     @precondition(ModelMachine.has_cleared)
     @rule(session_id=u.any_session)
     def reclaim(self, session_id: str) -> None:
-        normalise = None
-        reused = self.reused_rows(session_id)
-        if reused and tolerated("reused_id_frees_the_old_row"):
-            note(f"tolerated: reused_id_frees_the_old_row ({reused} rows)")
-            normalise = reclaim_done
-        result = self.both("reclaim", lambda s: s.reclaim(session_id), normalise)
-        if isinstance(result, Ok) and session_id in self.reclaimed:
-            self.reclaimed[session_id] += result.value.deleted
-
-    def reused_rows(self, session_id: str) -> int:
-        """Rows below the clear, not reclaimed yet, whose id a later event took again."""
-        ids = self.ids_at.get(session_id, {})
-        clear_index = self.info(session_id).clear_index
-        start = self.reclaimed.get(session_id, 0)
-        return sum(
-            1
-            for index, event_id in ids.items()
-            if start < index < clear_index
-            and any(later > index and other == event_id for later, other in ids.items())
-        )
+        self.both("reclaim", lambda s: s.reclaim(session_id))
 
     # -- the registry ----------------------------------------------------------------------
 
     @rule(consumers=st.sampled_from(u.REGISTRATIONS))
     def register_consumers(self, consumers: list[Consumer]) -> None:
         self.both("register_consumers", lambda s: s.register_consumers(consumers))
-        if tolerated("registered_types_reach_cursors_lazily"):
-            note("tolerated: registered_types_reach_cursors_lazily, a write in every session")
-            for session_id in u.SESSIONS:
-                self.both("claim_available(through=0) to refresh types", refresher(session_id))
 
     @rule(names=st.sampled_from(u.UNREGISTRATIONS))
     def unregister_consumers(self, names: list[str]) -> None:
@@ -506,14 +418,5 @@ class StoreModel(ModelMachine):
 def batch_of(completions: list[Completion]) -> Callable[[Store], Awaitable[list[CompleteResult]]]:
     async def call(store: Store) -> list[CompleteResult]:
         return await store.complete_attempts(completions)
-
-    return call
-
-
-def refresher(session_id: str) -> Callable[[Store], Awaitable[ClaimResult]]:
-    """A write naming no consumers that claims nothing: ``claim_available(through=0)``."""
-
-    async def call(store: Store) -> ClaimResult:
-        return await store.claim_available(session_id, holder=SYNC_HOLDER, ttl=30.0, through=0)
 
     return call

@@ -2,8 +2,9 @@
 
 ``A2PG_MODEL_EXAMPLES`` (default 200) and ``A2PG_MODEL_STEPS`` (default 50) set the
 budget; CI runs the defaults. A failure prints the shortest sequence of steps hypothesis
-found that makes the backends disagree, and which call or observation differed. The
-differences known today are tolerated as ``known.KNOWN_DIFFERENCES`` lists.
+found that makes the backends disagree, and which call or observation differed. No
+difference is tolerated: each one found so far was fixed, and its minimal reproducer
+kept in ``tests/conformance/test_edges.py``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from a2pg.memory import log as memory_log
 from a2pg.memory.state import SessionState
 from a2pg.models import Cursor
-from tests.conformance import test_edges
 
-from .known import KNOWN_DIFFERENCES, KNOWN_NAMES
 from .pair import Pair
 from .rules import StoreModel
 
@@ -86,13 +85,3 @@ def test_a_memory_store_that_strays_fails_the_model(
     quick = settings(SETTINGS, max_examples=20, phases=[Phase.generate])
     with pytest.raises(AssertionError, match=re.escape("cursors(")):
         run_model(postgres_dsn, quick)
-
-
-def test_every_known_difference_names_its_reproducers() -> None:
-    """Each tolerance points at xfail reproducers in test_edges, so fixing a backend flips
-    them to failures and the entry gets deleted."""
-    assert set(KNOWN_DIFFERENCES) <= KNOWN_NAMES
-    for name, known in KNOWN_DIFFERENCES.items():
-        for reproducer in known.reproducers:
-            test = getattr(test_edges, reproducer, None)
-            assert callable(test), f"{name}: no {reproducer} in tests/conformance/test_edges.py"
