@@ -356,7 +356,7 @@ async def complete_judged(tx: Tx, items: Sequence[Item]) -> Finish[list[Complete
         last.touched |= plan.touched
         last.moved_heads |= plan.moved_heads
         plan.moved_heads.clear()  # the last plan sets every head the batch moved
-        await plan.apply(tx.conn, statements=tx.statements, channel=tx.channel, notify=False)
+        await plan.apply(tx.conn, statements=tx.statements)
     await tx.apply(last)
     return finished(results)
 

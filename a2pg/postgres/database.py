@@ -164,14 +164,8 @@ class Tx:
     async def apply(self, plan: WritePlan, *, notify: bool = True) -> None:
         """Queues the plan's writes and, unless ``notify`` is off, its NOTIFY."""
         self.plan = plan
-        held = self.hold_notify and notify
-        self.notify = await plan.apply(
-            self.conn,
-            statements=self.statements,
-            channel=self.channel,
-            notify=notify and not held,
-        )
-        if held:
+        await plan.apply(self.conn, statements=self.statements)
+        if notify:
             await self.notify_ready(plan.touched, plan.now)
 
     async def notify_ready(self, session_ids: set[str], now: datetime | None) -> None:

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection, AsyncCursor
-from psycopg.rows import DictRow, dict_row
+from psycopg import AsyncConnection
 
 from ..contract.values import CheckedEvent
 from ..ids import IdGenerator
@@ -208,14 +207,9 @@ class WritePlan:
         conn: AsyncConnection[Any],
         *,
         statements: Statements,
-        channel: str,
-        notify: bool = True,
-    ) -> AsyncCursor[DictRow] | None:
-        """Queues every write (the caller's pipeline sends them with its commit).
-
-        Returns the cursor of the notification statement, whose rows name the
-        sessions notified, or None when nothing can have become claimable.
-        """
+    ) -> None:
+        """Queues every write (the caller's pipeline sends them with its commit); the NOTIFY
+        of ``touched`` is the transaction's (``Tx.notify_ready``)."""
         now = self.now
         steps: list[tuple[bytes, Columns, dict[str, Any]]] = [
             (statements.query("free_stale_ids"), self._reused_ids(), {}),
@@ -237,16 +231,6 @@ class WritePlan:
             for session_id in sorted(self.moved_heads):
                 push(heads, session_id, self.sessions[session_id].head)
             await conn.execute(statements.query("set_session_heads"), heads)
-        if not (notify and self.touched):
-            return None
-        cur = conn.cursor(row_factory=dict_row)
-        params = {
-            "channel": channel,
-            "session_ids": sorted(self.touched),
-            "now": now,
-        }
-        await cur.execute(statements.query("notify_ready"), params)
-        return cur
 
     def _reused_ids(self) -> Columns:
         """The new events' ids in sessions that were cleared: old events may hold them."""
