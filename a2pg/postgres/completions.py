@@ -458,6 +458,11 @@ async def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> Finish
     return finish
 
 
+async def complete(tx: Tx, items: Sequence[Item], *, fenced: bool) -> Finish[list[CompleteResult]]:
+    """``complete_fenced`` or ``complete_judged``: what ``fenced`` says the caller tries."""
+    return await (complete_fenced if fenced else complete_judged)(tx, items)
+
+
 async def complete_and_claim(
     tx: Tx, items: Sequence[Item], claim: ClaimAnyArgs, *, fenced: bool
 ) -> Finish[CompletedAndClaimed]:
@@ -466,12 +471,7 @@ async def complete_and_claim(
     where a head made ready here is still unclaimed: work this worker took itself wakes
     nobody."""
     tx.hold_notify = True
-    if not items:
-        completed: Finish[list[CompleteResult]] = finished([])
-    elif fenced:
-        completed = await complete_fenced(tx, items)
-    else:
-        completed = await complete_judged(tx, items)
+    completed = await complete(tx, items, fenced=fenced) if items else finished([])
     claimed = await queue_claim_any(tx, claim)
     await tx.notify_held()
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from psycopg import errors as pg
 from psycopg_pool import AsyncConnectionPool
@@ -73,6 +73,8 @@ from .registry import Registry
 from .streams import Connect, Listener, Scrub, channel_name
 
 logger = logging.getLogger("a2pg.postgres")
+
+T = TypeVar("T")
 
 
 class PostgresStore:
@@ -406,15 +408,11 @@ class PostgresStore:
         items = await self._completion_items(checked)
         if not items:
             return []
-        if outcomes.fits_fast_path(items):
-            try:
-                return await self._db.write(
-                    lambda tx: outcomes.complete_fenced(tx, items), idempotent=True
-                )
-            except pg.InvalidTextRepresentation as exc:
-                if not outcomes.missed_fence(exc):
-                    raise
-        return await self._db.write(lambda tx: outcomes.complete_judged(tx, items), idempotent=True)
+
+        async def complete(tx: Tx, fenced: bool) -> Finish[list[CompleteResult]]:
+            return await outcomes.complete(tx, items, fenced=fenced)
+
+        return await self._fenced_first(items, complete, idempotent=True)
 
     async def complete_and_claim(
         self,
@@ -440,19 +438,29 @@ class PostgresStore:
             limits=self._limits,
         )
         items = await self._completion_items(args.completions)
+
+        async def cycle(tx: Tx, fenced: bool) -> Finish[CompletedAndClaimed]:
+            return await outcomes.complete_and_claim(tx, items, args.claim, fenced=fenced)
+
+        return await self._fenced_first(items, cycle, idempotent=False)
+
+    async def _fenced_first(
+        self,
+        items: list[outcomes.Item],
+        body: Callable[[Tx, bool], Awaitable[Finish[T]]],
+        *,
+        idempotent: bool,
+    ) -> T:
+        """Runs ``body(tx, fenced)`` as one write: fenced (one round trip) when the batch
+        fits the fast path, again judged when a completion missed its fence (the fenced
+        try wrote nothing), judged at once otherwise."""
         if items and outcomes.fits_fast_path(items):
             try:
-                return await self._db.write(
-                    lambda tx: outcomes.complete_and_claim(tx, items, args.claim, fenced=True),
-                    idempotent=False,
-                )
+                return await self._db.write(lambda tx: body(tx, True), idempotent=idempotent)
             except pg.InvalidTextRepresentation as exc:
                 if not outcomes.missed_fence(exc):
                     raise
-        return await self._db.write(
-            lambda tx: outcomes.complete_and_claim(tx, items, args.claim, fenced=False),
-            idempotent=False,
-        )
+        return await self._db.write(lambda tx: body(tx, False), idempotent=idempotent)
 
     async def _completion_items(self, checked: list[CompletionArgs]) -> list[outcomes.Item]:
         """Each checked completion with its wake set; log targets among them refused."""
