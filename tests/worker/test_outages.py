@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from a2pg import CompleteResult, Completion, Head, NewEvent
+from a2pg import CompletedAndClaimed, CompleteResult, Completion, Head, NewEvent
 from a2pg.store import Store
 from a2pg.worker import App, Worker
 from a2pg.worker.health import StoreHealth
@@ -50,6 +50,16 @@ class Outage(RecordingStore):
         await self._gate("complete_attempts")
         return await super().complete_attempts(completions)
 
+    async def complete_and_claim(
+        self, completions: Sequence[Completion], **options: Any
+    ) -> CompletedAndClaimed:
+        await self._gate("complete_and_claim" if completions else "claim_any")
+        return await super().complete_and_claim(completions, **options)
+
+    def completions_refused(self) -> int:
+        """Completions go out alone or with the claim loop's next claim: either counts."""
+        return self.refused.get("complete_attempts", 0) + self.refused.get("complete_and_claim", 0)
+
     async def renew_claims(self, session_id: str, **options: Any) -> Any:
         await self._gate("renew_claims")
         return await super().renew_claims(session_id, **options)
@@ -78,7 +88,7 @@ async def test_completions_are_re_sent_until_the_store_answers(
     async with worker:
         await bounded(finished.wait())
         # far longer than the five re-sends (0.05 s doubling) a batch used to get
-        await until(lambda: outage.refused.get("complete_attempts", 0) >= 8)
+        await until(lambda: outage.completions_refused() >= 8)
         assert worker.stats.completed == 0 and worker.in_flight == 1
         outage.down = False
         await bounded(worker.wait_idle())
