@@ -31,7 +31,10 @@ from .models import (
     CompleteResult,
     Completion,
     Consumer,
+    ConsumerStats,
     Cursor,
+    DeadLetterKey,
+    DeadLetterQuery,
     Dispatch,
     FailResult,
     Head,
@@ -50,6 +53,8 @@ from .models import (
     Superseded,
     Target,
     WakeLogResult,
+    WorkerBeat,
+    WorkerInfo,
 )
 from .store import Presence, Store
 
@@ -79,7 +84,10 @@ __all__ = [
     "CompletedAndClaimed",
     "Completion",
     "Consumer",
+    "ConsumerStats",
     "Cursor",
+    "DeadLetterKey",
+    "DeadLetterQuery",
     "Dispatch",
     "FailResult",
     "Head",
@@ -110,6 +118,8 @@ __all__ = [
     "Target",
     "WakeLogResult",
     "Worker",
+    "WorkerBeat",
+    "WorkerInfo",
     "WorkerSettings",
 ]
 

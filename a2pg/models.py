@@ -354,4 +354,96 @@ class SessionInfo:
     head: int
     clear_index: int
     pending: int
+    """Heads above the clear index that are not dead-lettered (ready, leased or backing off)."""
     dead_letters: int
+    blocked: int = 0
+    """Lane and log events held back behind a dead-lettered head (not counted in ``pending``)."""
+    last_event_at: datetime | None = None
+    """When the session's newest event was appended (``None`` for none): for retention."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerStats:
+    """One consumer's work across every session, as monitoring and the dashboard show it.
+
+    Counted over heads above their session's clear index. ``oldest_ready_age`` is the
+    lag: seconds (by the store's clock) since the longest-waiting ready head became
+    claimable, ``None`` when nothing is ready.
+    """
+
+    consumer: str
+    ready: int
+    """Heads claimable now (never failed or retry due, no live lease)."""
+    claimed: int
+    """Heads under a live lease."""
+    backing_off: int
+    """Failed heads waiting for their retry time."""
+    dead_letters: int
+    """Dead-lettered heads, event cursors and lanes alike."""
+    blocked_lanes: int
+    """Lane and log cursors stopped at a dead-lettered head."""
+    blocked: int
+    """Events queued behind those heads."""
+    oldest_ready_age: float | None
+    registered: bool
+    """Whether the consumer registry holds it (``register_consumers``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerBeat:
+    """What a live worker reports about itself each heartbeat (``Store.heartbeat``)."""
+
+    holder: str
+    host: str
+    pid: int
+    consumers: tuple[str, ...]
+    concurrency: int
+    started_at: datetime
+    in_flight: int
+    version: str
+    interval: float
+    """Seconds between its heartbeats: a row unseen for three intervals is stale."""
+    completed: int = 0
+    """Attempts it completed since it started (throughput is the change over time)."""
+    failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker's last heartbeat and how long ago (by the store's clock) it was seen."""
+
+    beat: WorkerBeat
+    last_seen: datetime
+    seen_ago: float
+
+    @property
+    def stale(self) -> bool:
+        """Missed three heartbeats: killed, hung or cut off from the database."""
+        return self.seen_ago > 3 * self.beat.interval
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterQuery:
+    """A filter over every session's dead letters (``Store.find_dead_letters``).
+
+    ``error`` matches as a case-insensitive substring of the last error. Pages are in
+    ``(session_id, consumer, lane, index)`` order; ``after`` is the last head's
+    ``DeadLetterKey`` of the previous page.
+    """
+
+    consumer: str | None = None
+    error: str | None = None
+    session_prefix: str | None = None
+    after: DeadLetterKey | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class DeadLetterKey:
+    """Where a page of ``find_dead_letters`` ends: the last head's cursor and index.
+    ``lane`` is ``""`` for an event cursor (event cursors sort before lanes)."""
+
+    session_id: str
+    consumer: str
+    lane: str
+    index: int

@@ -19,7 +19,9 @@ from .models import (
     CompleteResult,
     Completion,
     Consumer,
+    ConsumerStats,
     Cursor,
+    DeadLetterQuery,
     FailResult,
     Head,
     NewEvent,
@@ -34,6 +36,8 @@ from .models import (
     StateRead,
     StoredEvent,
     WakeLogResult,
+    WorkerBeat,
+    WorkerInfo,
 )
 from .wakeups import Subscription
 
@@ -215,6 +219,26 @@ class Store(Protocol):
 
     async def sessions(self, *, after: str | None = None, limit: int = 100) -> list[SessionInfo]:
         """Sessions by id after ``after``, for listings."""
+        ...
+
+    async def find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
+        """Dead-lettered heads of every session matching ``query``, one keyset page."""
+        ...
+
+    async def consumer_stats(self) -> list[ConsumerStats]:
+        """Per consumer (registered or holding heads), by name: what monitoring shows."""
+        ...
+
+    async def heartbeat(self, beat: WorkerBeat) -> None:
+        """Records that ``beat.holder`` is alive now (insert or replace its row)."""
+        ...
+
+    async def forget_workers(self, holders: Sequence[str]) -> None:
+        """Drops these workers' rows (a worker forgets itself when it stops cleanly)."""
+        ...
+
+    async def workers(self) -> list[WorkerInfo]:
+        """Every worker row by holder, stale ones included (see ``WorkerInfo.stale``)."""
         ...
 
     async def close(self) -> None: ...
