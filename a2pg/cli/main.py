@@ -28,6 +28,7 @@ from typing import TextIO
 from .. import __version__
 from ..bench.config import BenchConfig
 from ..demo.config import DemoConfig
+from . import operate
 from .common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
@@ -66,13 +67,6 @@ its sessions stay behind there; its scratch ceiling table and history schemas
 (<schema>_history_<n>_<id>) are dropped at the end."""
 
 
-REDRIVE_DETAILS = """\
-A consumer's event cursor and any of its lanes may all be dead-lettered at one INDEX.
---lane LANE or --event-cursor says which head to redrive; without either, the one
-`a2pg dead-letters` lists first (the event cursor, then lanes by name). Exits 5 when
-that cursor has no dead-lettered head at INDEX."""
-
-
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the epilog's layout and shows each option's default where it has one."""
 
@@ -81,10 +75,6 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text:
             text += " (default: %(default)s)"
         return text
-
-
-def _index(text: str) -> int:
-    return positive_int(text)
 
 
 POOLERS = ("none", "session", "transaction")
@@ -221,22 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     dead = command("dead-letters", "list dead-lettered heads (blocked lanes shown as BLOCKED)")
     dead.add_argument("session", metavar="SESSION", nargs="?", default=None)
 
-    redrive = command("redrive", "retry or skip a dead-lettered head", REDRIVE_DETAILS)
-    redrive.add_argument("session", metavar="SESSION")
-    redrive.add_argument("consumer", metavar="CONSUMER")
-    redrive.add_argument("index", metavar="INDEX", type=_index)
-    action = redrive.add_mutually_exclusive_group(required=True)
-    action.add_argument("--retry", action="store_true", help="run the head again")
-    action.add_argument("--skip", action="store_true", help="finish it without running it")
-    cursor = redrive.add_mutually_exclusive_group()
-    cursor.add_argument(
-        "--lane", metavar="LANE", help="the head of the consumer's lane (or log) LANE"
-    )
-    cursor.add_argument(
-        "--event-cursor",
-        action="store_true",
-        help="the head of the consumer's event cursor (its event targeted without a lane)",
-    )
+    operate.add_parsers(command)  # redrive, clear, reclaim, consumers, workers
 
     tail = command("tail", "print a session's events, then follow new ones until Ctrl-C")
     tail.add_argument("session", metavar="SESSION")
@@ -261,9 +236,9 @@ def _commands() -> dict[str, Command]:
         "sessions": inspect.cmd_sessions,
         "cursors": inspect.cmd_cursors,
         "dead-letters": inspect.cmd_dead_letters,
-        "redrive": inspect.cmd_redrive,
         "tail": inspect.cmd_tail,
     }
+    commands.update(operate.commands())
     return commands
 
 

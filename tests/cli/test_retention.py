@@ -1,0 +1,148 @@
+"""``a2pg clear`` and ``a2pg reclaim``: one session, and every idle one (retention)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from a2pg.models import NewEvent, SessionInfo, StoredEvent
+from a2pg.postgres import PostgresStore
+from a2pg.postgres.clear import RECLAIM_BATCH
+
+from .conftest import Cli
+
+T = TypeVar("T")
+
+SOMEWHERE = "postgresql://postgres@127.0.0.1:1/nothing"
+"""A well-formed DSN nothing listens on: usage errors come before anything connects."""
+
+MANY = RECLAIM_BATCH + 44
+"""Events of the big session: more than one reclaim batch, so reclaim must loop."""
+
+
+def with_store(dsn: str, work: Callable[[PostgresStore], Awaitable[T]]) -> T:
+    async def run() -> T:
+        store = await PostgresStore.open(dsn)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def events(dsn: str, session: str) -> list[StoredEvent]:
+    return with_store(dsn, lambda store: store.read(session))
+
+
+def sessions(dsn: str) -> dict[str, SessionInfo]:
+    infos = with_store(dsn, lambda store: store.sessions(limit=1000))
+    return {info.session_id: info for info in infos}
+
+
+@pytest.fixture
+def dsn(postgres_dsn: str) -> str:
+    """big: MANY events; small: two."""
+
+    async def populate(store: PostgresStore) -> None:
+        await store.append("big", [NewEvent("note", n) for n in range(MANY)])
+        await store.append("small", [NewEvent("note", 1), NewEvent("note", 2)])
+
+    with_store(postgres_dsn, populate)
+    return postgres_dsn
+
+
+def test_clear_hides_the_events_and_reclaim_deletes_them(cli: Cli, dsn: str) -> None:
+    cleared = cli("clear", "big", "--dsn", dsn)
+    assert cleared.code == 0, cleared
+    marker = MANY + 1
+    assert cleared.out == (
+        f"cleared big: events below index {marker} are hidden; `a2pg reclaim big` deletes them\n"
+    )
+    assert [e.index for e in events(dsn, "big")] == [marker]
+    reclaimed = cli("reclaim", "big", "--dsn", dsn)
+    assert reclaimed.code == 0, reclaimed
+    assert reclaimed.out == f"reclaimed big: {MANY} rows deleted\n"
+    again = cli("reclaim", "big", "--json", "--dsn", dsn)
+    assert json.loads(again.out) == {"session_id": "big", "deleted": 0, "done": True}
+    assert [e.index for e in events(dsn, "small")] == [1, 2]
+
+
+def test_clear_json_and_if_last_index(cli: Cli, dsn: str) -> None:
+    result = cli("clear", "small", "--if-last-index", "2", "--json", "--dsn", dsn)
+    assert result.code == 0, result
+    assert json.loads(result.out) == {
+        "session_id": "small",
+        "cleared": True,
+        "index": 3,
+        "clear_index": 3,
+    }
+
+
+def test_clear_if_last_index_mismatch_exits_1_and_writes_nothing(cli: Cli, dsn: str) -> None:
+    result = cli("clear", "small", "--if-last-index", "1", "--dsn", dsn)
+    assert result.code == 1
+    assert result.out == ""
+    assert result.err == (
+        "a2pg: error: not cleared: the head of session 'small' is 2, not 1 (--if-last-index)\n"
+    )
+    as_json = cli("clear", "small", "--if-last-index", "1", "--json", "--dsn", dsn)
+    assert as_json.code == 1
+    assert json.loads(as_json.out)["cleared"] is False
+    assert as_json.err.count("\n") == 1
+    assert [e.index for e in events(dsn, "small")] == [1, 2]
+
+
+@pytest.mark.parametrize("command", ["clear", "reclaim"])
+def test_unknown_session_exits_5_and_creates_nothing(cli: Cli, dsn: str, command: str) -> None:
+    result = cli(command, "nope", "--dsn", dsn)
+    assert result.code == 5
+    assert result.err == "a2pg: error: unknown session 'nope'\n"
+    assert "nope" not in sessions(dsn)
+
+
+def test_a_bad_session_id_is_a_usage_error(cli: Cli, dsn: str) -> None:
+    result = cli("clear", "x" * 5000, "--dsn", dsn)
+    assert result.code == 2, result
+    assert result.err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["clear"], "clear needs SESSION or --older-than DURATION (not both)"),
+        (["clear", "s", "--older-than", "1d"], "clear needs SESSION or --older-than"),
+        (["clear", "--older-than", "1d", "--if-last-index", "3"], "--if-last-index clears one"),
+        (["clear", "s", "--dry-run"], "--dry-run lists the sessions --older-than would clear"),
+        (["reclaim"], "reclaim needs SESSION, or --all and/or --older-than DURATION"),
+        (["reclaim", "s", "--all"], "reclaim needs SESSION, or --all"),
+        (["reclaim", "s", "--older-than", "2h"], "reclaim needs SESSION, or --all"),
+    ],
+    ids=" ".join,
+)
+def test_retention_usage_errors_exit_2(cli: Cli, argv: list[str], message: str) -> None:
+    result = cli(*argv, "--dsn", SOMEWHERE)
+    assert result.code == 2
+    assert result.err.startswith(f"a2pg: error: {message}")
+    assert result.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("text", ["30", "1w", "0s", "-1d", "d", "1.5.2h", "101000d", ""])
+def test_bad_durations_exit_2(cli: Cli, text: str) -> None:
+    result = cli("reclaim", "--older-than", text, "--dsn", SOMEWHERE)
+    assert result.code == 2
+    assert "--older-than" in result.err
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("45s", 45), ("90m", 5400), ("12h", 43200), ("30d", 2592000), ("1.5h", 5400)],
+)
+def test_durations(text: str, seconds: float) -> None:
+    from a2pg.cli.operate.base import duration
+
+    assert duration(text) == seconds
