@@ -3,11 +3,13 @@
 Exit codes (also in ``a2pg --help``):
 
 - 0 ok
-- 1 check or verification failed (demo, bench), or a database error
+- 1 check or verification failed (demo, bench), ``clear --if-last-index`` found another
+  head, or a database error
 - 2 usage error (bad arguments, no DSN or a malformed one, bad MODULE:APP)
 - 3 database unreachable
 - 4 database not migrated (``STORE_NOT_CONFIGURED``): run ``a2pg migrate``
-- 5 not found (unknown session, no such dead letter)
+- 5 not found (unknown session, no such dead letter, ``consumers --unregister`` of a
+  consumer that is not registered)
 
 The database comes from ``--dsn`` or ``A2PG_DSN``, the schema from ``--schema`` or
 ``A2PG_SCHEMA``, the pooler settings from ``--pooler``/``--prepare`` (or
@@ -201,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_options(bench, BenchConfig)
 
-    sessions = command("sessions", "list sessions: head, clear index, pending work, dead letters")
+    sessions = command(
+        "sessions", "list sessions: head, clear index, pending, blocked, dead letters, last event"
+    )
     sessions.add_argument("--after", default=None, help="list sessions after this id")
     sessions.add_argument("--limit", type=positive_int, default=100, help="at most this many")
 

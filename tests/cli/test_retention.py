@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
+import psycopg
 import pytest
 
 from a2pg.models import NewEvent, SessionInfo, StoredEvent
@@ -14,25 +12,13 @@ from a2pg.postgres import PostgresStore
 from a2pg.postgres.clear import RECLAIM_BATCH
 
 from .conftest import Cli
-
-T = TypeVar("T")
+from .stores import with_store
 
 SOMEWHERE = "postgresql://postgres@127.0.0.1:1/nothing"
 """A well-formed DSN nothing listens on: usage errors come before anything connects."""
 
 MANY = RECLAIM_BATCH + 44
 """Events of the big session: more than one reclaim batch, so reclaim must loop."""
-
-
-def with_store(dsn: str, work: Callable[[PostgresStore], Awaitable[T]]) -> T:
-    async def run() -> T:
-        store = await PostgresStore.open(dsn)
-        try:
-            return await work(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(run())
 
 
 def events(dsn: str, session: str) -> list[StoredEvent]:
@@ -146,3 +132,105 @@ def test_durations(text: str, seconds: float) -> None:
     from a2pg.cli.operate.base import duration
 
     assert duration(text) == seconds
+
+
+def backdate(dsn: str, session: str, days: int) -> None:
+    """Makes a session's events ``days`` older, as if appended back then."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "update a2_events set created_at = created_at - make_interval(days => %s)"
+            " where session_id = %s",
+            (days, session),
+        )
+
+
+@pytest.fixture
+def aged(postgres_dsn: str) -> str:
+    """old: idle 40 days; old-cleared: cleared, idle 40 days; new: cleared today; fresh."""
+
+    async def populate(store: PostgresStore) -> None:
+        for session in ("old", "old-cleared", "new", "fresh"):
+            await store.append(session, [NewEvent("note", n) for n in range(3)])
+        await store.clear("old-cleared")
+        await store.clear("new")
+
+    with_store(postgres_dsn, populate)
+    backdate(postgres_dsn, "old", 40)
+    backdate(postgres_dsn, "old-cleared", 40)
+    return postgres_dsn
+
+
+def stored_rows(dsn: str) -> dict[str, int]:
+    """Events stored per session, hidden ones too (what reclaim deletes)."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "select session_id, count(*) from a2_events group by session_id"
+        ).fetchall()
+    return {session: count for session, count in rows}
+
+
+def test_clear_older_than_dry_run_changes_nothing(cli: Cli, aged: str) -> None:
+    before = sessions(aged)
+    result = cli("clear", "--older-than", "30d", "--dry-run", "--dsn", aged)
+    assert result.code == 0, result
+    lines = result.out.splitlines()
+    assert lines[0].split() == ["SESSION", "ID", "HEAD", "LAST", "EVENT", "AT", "OUTCOME"]
+    assert lines[2].split()[:2] == ["old", "3"]
+    assert lines[2].endswith("would clear")
+    assert len(lines) == 4
+    assert lines[3].startswith("would clear 1 sessions idle since ")
+    assert sessions(aged) == before
+
+
+def test_clear_older_than_clears_only_idle_sessions(cli: Cli, aged: str) -> None:
+    result = cli("clear", "--older-than", "30d", "--json", "--dsn", aged)
+    assert result.code == 0, result
+    data = json.loads(result.out)
+    assert [(s["session_id"], s["outcome"], s["clear_index"]) for s in data["sessions"]] == [
+        ("old", "cleared", 4)
+    ]
+    assert (data["matched"], data["cleared"], data["dry_run"]) == (1, 1, False)
+    assert data["older_than"] == 30 * 86_400
+    after = sessions(aged)
+    assert after["old"].clear_index == 4
+    assert (after["fresh"].clear_index, after["old-cleared"].clear_index) == (0, 4)
+    again = cli("clear", "--older-than", "30d", "--dsn", aged)
+    assert again.out.startswith("no idle sessions to clear\n")  # "old" ends with its marker now
+
+
+def test_reclaim_older_than_touches_only_old_sessions(cli: Cli, aged: str) -> None:
+    result = cli("reclaim", "--all", "--older-than", "30d", "--dsn", aged)
+    assert result.code == 0, result
+    assert result.out.splitlines()[2].split() == ["old-cleared", "3"]
+    assert result.out.splitlines()[-1] == "3 rows deleted from 1 of 1 cleared sessions"
+    assert stored_rows(aged) == {"old": 3, "old-cleared": 1, "new": 4, "fresh": 3}
+    everything = cli("reclaim", "--all", "--json", "--dsn", aged)
+    assert json.loads(everything.out) == {
+        "older_than": None,
+        "cutoff": None,
+        "sessions": [{"session_id": "new", "deleted": 3}],
+        "examined": 2,
+        "deleted": 3,
+    }
+    assert stored_rows(aged) == {"old": 3, "old-cleared": 1, "new": 1, "fresh": 3}
+
+
+def test_reclaim_older_than_alone_means_all_sessions_that_old(cli: Cli, aged: str) -> None:
+    result = cli("reclaim", "--older-than", "30d", "--json", "--dsn", aged)
+    assert result.code == 0, result
+    assert json.loads(result.out)["sessions"] == [{"session_id": "old-cleared", "deleted": 3}]
+
+
+def test_a_session_that_changed_since_listed_is_not_cleared(aged: str) -> None:
+    """The bulk clear passes the listed head as if_last_index: a new event wins."""
+    from a2pg.cli.operate.retention import _clear_if_unchanged
+
+    listed = sessions(aged)["old"]
+
+    async def race(store: PostgresStore) -> dict[str, object]:
+        await store.append("old", [NewEvent("note", "late")])
+        return await _clear_if_unchanged(store, listed, dry_run=False)
+
+    row = with_store(aged, race)
+    assert row["outcome"] == "skipped: new events"
+    assert sessions(aged)["old"].clear_index == 0
