@@ -1,4 +1,4 @@
-"""The ``a2pg`` command line: migrate, check, run workers, inspect sessions, demo and bench.
+"""The ``a2pg`` command line: migrate, check, run workers, inspect and operate, demo, bench.
 
 Exit codes (also in ``a2pg --help``):
 

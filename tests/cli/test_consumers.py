@@ -72,11 +72,13 @@ def busy(postgres_dsn: str) -> str:
         await store.append(
             "s1", [NewEvent("job", 1, targets=mail), NewEvent("job", 2, targets=mail)]
         )
+        heads = {}
         for session in ("s2", "s3"):
             await store.append(session, [NewEvent("job", None, targets=mail)])
             claimed = await store.claim_available(session, holder="w", ttl=600)
             assert isinstance(claimed, Claimed)
-        [head] = claimed.heads
+            [heads[session]] = claimed.heads
+        head = heads["s3"]
         failed = await store.fail_attempt(
             "s3",
             consumer="mailer",
@@ -167,6 +169,7 @@ def test_consumers_table(cli: Cli, busy: str) -> None:
         "0",
     ]
     assert lines[3].split()[:9] == ["mailer", "no", "no", "2", "1", "1", "0", "0", "0"]
+    assert lines[3].endswith("s")  # the lag, in seconds
     assert lines[4].split() == ["reply", "no", "no", "0", "0", "0", "1", "1", "1"]
     assert lines[5:] == ["consumer audit: registered, no live worker"]
 

@@ -86,6 +86,8 @@ def test_workers_shows_a_live_worker_then_marks_it_stale(
     assert row["interval"] == 0.2
     assert row["holder"].startswith(f"{socket.gethostname()}:{worker.pid}:")
     assert data["unserved_consumers"] == ["orphan"]
+    forget = cli("workers", "--forget-stale", "--json", "--dsn", postgres_dsn)
+    assert json.loads(forget.out) == {"forgotten": []}  # a live worker stays
 
     table = cli("workers", "--dsn", postgres_dsn).out.splitlines()
     assert table[0].split()[:4] == ["HOLDER", "HOST", "PID", "CONSUMERS"]
@@ -113,11 +115,16 @@ def test_workers_shows_a_live_worker_then_marks_it_stale(
         "consumer journal: registered, no live worker",
         "consumer orphan: registered, no live worker",
     ]
+    forget = cli("workers", "--forget-stale", "--json", "--dsn", postgres_dsn)
+    assert json.loads(forget.out) == {"forgotten": [row["holder"]]}
+    assert listing(cli, postgres_dsn)["workers"] == []
 
 
 def test_no_workers(cli: Cli, postgres_dsn: str) -> None:
     result = cli("workers", "--dsn", postgres_dsn)
     assert (result.code, result.out) == (0, "no workers\n")
+    forget = cli("workers", "--forget-stale", "--dsn", postgres_dsn)
+    assert (forget.code, forget.out) == (0, "forgot 0 stale workers\n")
     assert json.loads(cli("workers", "--json", "--dsn", postgres_dsn).out) == {
         "workers": [],
         "unserved_consumers": [],

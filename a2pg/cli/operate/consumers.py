@@ -63,7 +63,7 @@ async def cmd_consumers(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.json:
         out.write_json(stdout, rows)
         return EXIT_OK
-    table = [{**r, "types": _types_cell(r["types"]), "lag": r["lag"]} for r in rows]
+    table = [{**r, "types": _types_cell(r["types"]), "lag": _seconds_cell(r["lag"])} for r in rows]
     stdout.write(out.render_table(COLUMNS, table, empty="no consumers"))
     for row in rows:
         if row["registered"] and not row["served"]:
@@ -106,6 +106,10 @@ def consumer_rows(
             }
         )
     return rows
+
+
+def _seconds_cell(seconds: float | None) -> str | None:
+    return None if seconds is None else f"{seconds:.1f}s"
 
 
 def _types_cell(types: list[str] | None) -> str:

@@ -129,11 +129,6 @@ async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
     return await _redrive_many(args, stdout)
 
 
-def key_of(head: Head) -> DeadLetterKey:
-    """Where a page ending with ``head`` ends (``""`` for an event cursor's lane)."""
-    return DeadLetterKey(head.session_id, head.consumer, head.lane or "", head.index)
-
-
 async def matching(store: Store, args: argparse.Namespace) -> AsyncIterator[Head]:
     """The dead letters the filters select, a keyset page at a time. ``--session`` is asked
     of the store as a prefix; pages are in session order, so the first other session
@@ -155,7 +150,7 @@ async def matching(store: Store, args: argparse.Namespace) -> AsyncIterator[Head
             yield head
         if len(page) < PAGE:
             return
-        after = key_of(page[-1])
+        after = DeadLetterKey.of(page[-1])
 
 
 def _row(head: Head, outcome: str, has_pending: bool | None) -> dict[str, Any]:

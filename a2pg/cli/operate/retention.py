@@ -160,8 +160,11 @@ async def _clear_idle(args: argparse.Namespace, stdout: TextIO) -> int:
             },
         )
         return EXIT_OK
+    if not rows:
+        stdout.write(f"no sessions to clear: none idle since {out.cell(cutoff)}\n")
+        return EXIT_OK
     columns = ("session_id", "head", "last_event_at", "outcome")
-    stdout.write(out.render_table(columns, rows, empty="no idle sessions to clear"))
+    stdout.write(out.render_table(columns, rows, empty=""))
     if args.dry_run:
         stdout.write(f"would clear {len(rows)} sessions idle since {out.cell(cutoff)}\n")
     else:
@@ -236,7 +239,8 @@ async def _reclaim_many(args: argparse.Namespace, stdout: TextIO) -> int:
             },
         )
         return EXIT_OK
-    stdout.write(out.render_table(("session_id", "deleted"), rows, empty="nothing to reclaim"))
+    if rows:
+        stdout.write(out.render_table(("session_id", "deleted"), rows, empty=""))
     stdout.write(f"{total} rows deleted from {len(rows)} of {examined} cleared sessions\n")
     return EXIT_OK
 

@@ -15,7 +15,8 @@ WORKERS_DETAILS = """\
 Every worker heartbeats its holder name, host, pid, consumers, concurrency and the
 attempts it is running. A worker unseen for three of its heartbeat intervals (killed,
 hung or cut off from the database) is marked STALE; a worker that stops cleanly removes
-its row. Then one line per registered consumer that no live worker serves."""
+its row, --forget-stale removes the stale ones. Then one line per registered consumer
+that no live worker serves."""
 
 COLUMNS = (
     "holder",
@@ -35,10 +36,15 @@ STALE = "STALE"
 
 
 def add_parsers(command: AddCommand) -> None:
-    command(
+    workers = command(
         "workers",
         "list live workers (stale ones marked STALE) and unserved consumers",
         WORKERS_DETAILS,
+    )
+    workers.add_argument(
+        "--forget-stale",
+        action="store_true",
+        help="drop the rows of stale workers (one that comes back beats a new row)",
     )
 
 
@@ -71,6 +77,8 @@ def _table_row(info: WorkerInfo) -> dict[str, Any]:
 
 
 async def cmd_workers(args: argparse.Namespace, stdout: TextIO) -> int:
+    if args.forget_stale:
+        return await _forget_stale(args, stdout)
     async with opened(args) as store:
         workers = await store.workers()
         registered = await store.registered_consumers()
@@ -85,6 +93,20 @@ async def cmd_workers(args: argparse.Namespace, stdout: TextIO) -> int:
     stdout.write(out.render_table(COLUMNS, rows, empty="no workers"))
     for name in unserved:
         stdout.write(f"consumer {name}: registered, no live worker\n")
+    return EXIT_OK
+
+
+async def _forget_stale(args: argparse.Namespace, stdout: TextIO) -> int:
+    async with opened(args) as store:
+        stale = [w.beat.holder for w in await store.workers() if w.stale]
+        if stale:
+            await store.forget_workers(stale)
+    if args.json:
+        out.write_json(stdout, {"forgotten": stale})
+    else:
+        stdout.write(
+            f"forgot {len(stale)} stale workers{': ' if stale else ''}{', '.join(stale)}\n"
+        )
     return EXIT_OK
 
 
