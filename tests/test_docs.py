@@ -1,0 +1,146 @@
+"""The documentation site stays complete: its generated pages name everything there is.
+
+``docs/hooks/cli_reference.py`` writes the CLI reference from ``build_parser()`` at
+build time; these tests walk the parser on their own and check the page names every
+command, subcommand, argument and option, so a CLI change the renderer cannot show
+fails here, not in a reader's hands. The API page must document every name
+``a2pg`` exports. ``mkdocs build --strict`` itself runs in ``.ci/run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import importlib.util
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import a2pg
+from a2pg.cli.main import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def load_hook(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"a2pg_docs_{name}", DOCS / "hooks" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def walk(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every command and subcommand parser, with its path of names (``("worker",)``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from walk(sub, (*path, name))
+
+
+@pytest.fixture(scope="module")
+def cli_page() -> str:
+    page: str = load_hook("cli_reference").render(build_parser())
+    return page
+
+
+def test_the_cli_page_has_a_section_per_command(cli_page: str) -> None:
+    commands = list(walk(build_parser()))
+    assert len(commands) >= 10  # migrate, check, worker, demo, bench, sessions, ...
+    for path, _ in commands:
+        heading = f"a2pg {' '.join(path)} {{#{'-'.join(path)}}}"
+        assert re.search(rf"^#+ {re.escape(heading)}$", cli_page, re.MULTILINE), heading
+
+
+def test_the_cli_page_names_every_argument_and_option(cli_page: str) -> None:
+    for path, parser in [((), build_parser()), *walk(build_parser())]:
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            if not action.option_strings:
+                assert f"`{action.metavar or action.dest}`" in cli_page, (path, action.dest)
+            for option in action.option_strings:
+                assert f"`{option}" in cli_page, (path, option)
+
+
+def test_the_cli_page_shows_defaults_choices_and_exit_codes(cli_page: str) -> None:
+    assert "`--concurrency CONCURRENCY`: handlers running at once (default: 64)" in cli_page
+    assert "one of `none`, `session`, `transaction`" in cli_page
+    assert "4  database not migrated" in cli_page
+    assert "A2PG_DSN" in cli_page
+
+
+def test_the_cli_page_escapes_markdown_outside_code() -> None:
+    hook = load_hook("cli_reference")
+    assert hook.text("tables <schema>_x and `<kept>` *a*") == (
+        r"tables &lt;schema&gt;_x and `<kept>` \*a\*"
+    )
+
+
+def test_the_site_builds_the_cli_page_with_the_hook() -> None:
+    config = (ROOT / "mkdocs.yml").read_text()
+    assert "docs/hooks/cli_reference.py" in config
+    assert "reference/cli.md" in config
+    assert not (DOCS / "reference" / "cli.md").exists(), "generated at build time, never stored"
+
+
+def documented_modules(page: str) -> dict[str, set[str] | None]:
+    """Module path -> the members its ``:::`` block lists (None: all of them)."""
+    blocks: dict[str, set[str] | None] = {}
+    for match in re.finditer(r"^::: ([\w.]+)\n((?:[ \t]+.*\n)*)", page, re.MULTILINE):
+        members = re.search(r"^\s+members: \[(.*)\]$", match.group(2), re.MULTILINE)
+        listed = None if members is None else {m.strip() for m in members.group(1).split(",")}
+        blocks[match.group(1)] = listed
+    return blocks
+
+
+def rendered_names(path: str, members: set[str] | None) -> set[str]:
+    """What a ``::: path`` block shows: a module's own top-level names and its ``__all__``
+    (or only ``members``), or the one class or function ``path`` names."""
+    try:
+        module = importlib.import_module(path)
+    except ModuleNotFoundError:
+        return {path.rpartition(".")[2]}
+    tree = ast.parse(Path(str(module.__file__)).read_text())
+    names = set(getattr(module, "__all__", ()))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names if members is None else names & members
+
+
+def test_the_api_page_documents_every_exported_name() -> None:
+    blocks = documented_modules((DOCS / "reference" / "api.md").read_text())
+    shown = set().union(
+        *(rendered_names(path, members) for path, members in blocks.items() if path != "a2pg")
+    )
+    missing = sorted(set(a2pg.__all__) - shown)
+    assert missing == [], f"add these to docs/reference/api.md: {missing}"
+
+
+def test_the_cli_page_renders_nested_subcommands() -> None:
+    parser = argparse.ArgumentParser(prog="a2pg")
+    commands = parser.add_subparsers(dest="command")
+    workers = commands.add_parser("workers", help="list or forget workers")
+    actions = workers.add_subparsers(dest="action")
+    forget = actions.add_parser("forget", help="drop a worker's row")
+    forget.add_argument("holder", metavar="HOLDER")
+    forget.add_argument("--stale", action="store_true", help="every stale worker")
+    page = load_hook("cli_reference").render(parser)
+    assert "### a2pg workers forget {#workers-forget}" in page
+    assert "- `HOLDER`:" in page
+    assert "- `--stale`: every stale worker" in page
