@@ -14,6 +14,7 @@ import ast
 import importlib
 import importlib.util
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -144,3 +145,28 @@ def test_the_cli_page_renders_nested_subcommands() -> None:
     assert "### a2pg workers forget {#workers-forget}" in page
     assert "- `HOLDER`:" in page
     assert "- `--stale`: every stale worker" in page
+
+
+def named_blocks(page: Path) -> dict[str, str]:
+    """The page's Python blocks that open with a ``# file.py`` line, by file name."""
+    blocks = re.findall(r"```python\n# (\w+\.py)\n(.*?)```", page.read_text(), re.DOTALL)
+    return {name: body for name, body in blocks}
+
+
+async def test_the_getting_started_app_and_its_test_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's ``jobs.py`` and ``test_jobs.py``, run as written, on MemoryStore."""
+    blocks = named_blocks(DOCS / "getting-started.md")
+    assert {"jobs.py", "test_jobs.py", "say.py"} <= set(blocks)
+    for name in ("jobs.py", "test_jobs.py"):
+        (tmp_path / name).write_text(blocks[name])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("jobs", "test_jobs"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    page_test = importlib.import_module("test_jobs")
+    try:
+        await page_test.test_reply_answers_on_its_lane()
+    finally:
+        for name in ("jobs", "test_jobs"):
+            sys.modules.pop(name, None)
