@@ -170,3 +170,60 @@ async def test_the_getting_started_app_and_its_test_run(
     finally:
         for name in ("jobs", "test_jobs"):
             sys.modules.pop(name, None)
+
+
+RUNNABLE = "# Runs as is, on MemoryStore.\n"
+
+
+def runnable_examples() -> list[tuple[str, str]]:
+    """Every Python block of the site that says it runs as is, with where it is."""
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        for number, body in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), re.S)):
+            if body.startswith(RUNNABLE):
+                found.append((f"{page.relative_to(DOCS)}#{number}", body))
+    return found
+
+
+def test_the_concept_pages_have_runnable_examples() -> None:
+    pages = {where.partition("#")[0] for where, _ in runnable_examples()}
+    assert {"concepts/sessions.md", "concepts/claims.md", "concepts/failures.md"} <= pages
+
+
+PRINT = re.compile(r"^[ \t]*print\(.*?\)(?:[ \t]+# (.*)|\n[ \t]*# (.*))?$", re.MULTILINE)
+
+
+def promised_output(code: str) -> list[str | None]:
+    """What each ``print`` of an example says it prints: its comment, on its line or the
+    next (``None``: no comment)."""
+    return [same or below or None for same, below in PRINT.findall(code)]
+
+
+def keeps_promise(printed: str, promise: str) -> bool:
+    """The comment is the printed line, or the line then an explanation after , : ; or (."""
+    if promise == printed:
+        return True
+    rest = promise.removeprefix(printed)
+    return rest != promise and (rest[:1] in (":", ",", ";") or rest.startswith(" ("))
+
+
+@pytest.mark.parametrize(("where", "code"), runnable_examples(), ids=lambda v: str(v)[:40])
+def test_a_runnable_example_prints_what_it_says(
+    where: str, code: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs the block; each of its prints (none inside a loop) printed what its comment says."""
+    exec(compile(code, where, "exec"), {"__name__": "__main__"})
+    printed = capsys.readouterr().out.splitlines()
+    promises = promised_output(code)
+    assert promises and None not in promises, f"{where}: every print needs its output comment"
+    assert len(printed) == len(promises), printed
+    for line, promise in zip(printed, promises, strict=True):
+        assert promise is not None and keeps_promise(line, promise), (where, line, promise)
+
+
+def test_an_example_that_prints_something_else_fails_the_check() -> None:
+    assert keeps_promise("2 1", "2 1: the lapsed lease counted a failure")
+    assert keeps_promise("[2]", "[2]")
+    assert not keeps_promise("2 1", "2 10")
+    assert not keeps_promise("True", "False")
+    assert promised_output("print(1)  # 1\nprint(\n    2)\nprint(x)\n# x\n") == ["1", "x"]
