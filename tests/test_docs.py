@@ -15,9 +15,10 @@ import importlib
 import importlib.util
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -153,23 +154,59 @@ def named_blocks(page: Path) -> dict[str, str]:
     return {name: body for name, body in blocks}
 
 
-async def test_the_getting_started_app_and_its_test_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The page's ``jobs.py`` and ``test_jobs.py``, run as written, on MemoryStore."""
-    blocks = named_blocks(DOCS / "getting-started.md")
-    assert {"jobs.py", "test_jobs.py", "say.py"} <= set(blocks)
-    for name in ("jobs.py", "test_jobs.py"):
-        (tmp_path / name).write_text(blocks[name])
+Load = Callable[..., dict[str, ModuleType]]
+
+
+@pytest.fixture
+def page_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Load]:
+    """``load(page, *modules)``: the page's ``# file.py`` blocks written as files, and the
+    modules named imported from them (by module name); forgotten after the test."""
+    loaded: list[str] = []
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("jobs", "test_jobs"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    page_test = importlib.import_module("test_jobs")
-    try:
-        await page_test.test_reply_answers_on_its_lane()
-    finally:
-        for name in ("jobs", "test_jobs"):
-            sys.modules.pop(name, None)
+
+    def load(page: str, *names: str) -> dict[str, ModuleType]:
+        blocks = named_blocks(DOCS / page)
+        for name, body in blocks.items():
+            (tmp_path / name).write_text(body)
+            sys.modules.pop(name.removesuffix(".py"), None)
+        loaded.extend(blocks)
+        return {name: importlib.import_module(name) for name in names}
+
+    yield load
+    for name in loaded:
+        sys.modules.pop(name.removesuffix(".py"), None)
+
+
+async def test_the_getting_started_app_and_its_test_run(
+    page_modules: Load,
+) -> None:
+    """The page's ``jobs.py`` and ``test_jobs.py``, run as written, on MemoryStore
+    (``say.py`` needs a database: its store calls are the same as the test's)."""
+    assert {"jobs.py", "test_jobs.py", "say.py"} <= set(named_blocks(DOCS / "getting-started.md"))
+    modules = page_modules("getting-started.md", "test_jobs")
+    await modules["test_jobs"].test_reply_answers_on_its_lane()
+
+
+async def test_the_testing_page_memory_tests_pass(
+    page_modules: Load,
+) -> None:
+    modules = page_modules("testing.md", "test_handlers", "test_both")
+    await modules["test_handlers"].test_a_failing_handler_is_retried_then_dead_lettered()
+    await modules["test_both"].test_the_first_event_is_at_index_1(a2pg.MemoryStore())
+
+
+async def test_the_testing_page_postgres_test_passes(
+    page_modules: Load, postgres_store: Any
+) -> None:
+    modules = page_modules("testing.md", "test_on_postgres")
+    await modules["test_on_postgres"].test_a_dead_letter_on_postgres(postgres_store)
+
+
+async def test_the_testing_page_two_backend_test_passes_on_postgres(
+    page_modules: Load, postgres_store: Any
+) -> None:
+    modules = page_modules("testing.md", "test_both")
+    await modules["test_both"].test_the_first_event_is_at_index_1(postgres_store)
 
 
 RUNNABLE = "# Runs as is, on MemoryStore.\n"

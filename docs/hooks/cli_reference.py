@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 PAGE = "reference/cli.md"
-USAGE_WIDTH = 88
+USAGE_WIDTH = 80
 """Columns of the usage lines, fixed so the page does not depend on the terminal."""
 
 _MARKDOWN_SPECIAL = re.compile(r"[<>&*\\\[\]]")
