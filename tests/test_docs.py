@@ -140,11 +140,11 @@ def test_the_cli_page_renders_nested_subcommands() -> None:
     workers = commands.add_parser("workers", help="list or forget workers")
     actions = workers.add_subparsers(dest="action")
     forget = actions.add_parser("forget", help="drop a worker's row")
-    forget.add_argument("holder", metavar="HOLDER")
+    forget.add_argument("holder", metavar="HOLDER", help="the worker")
     forget.add_argument("--stale", action="store_true", help="every stale worker")
     page = load_hook("cli_reference").render(parser)
     assert "### a2pg workers forget {#workers-forget}" in page
-    assert "- `HOLDER`:" in page
+    assert "- `HOLDER`: the worker" in page
     assert "- `--stale`: every stale worker" in page
 
 

@@ -67,20 +67,25 @@ def usage(parser: argparse.ArgumentParser) -> str:
 
 
 def help_text(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
-    """The option's help as ``--help`` shows it, with its default and choices."""
-    formatter: Any = parser.formatter_class(prog=parser.prog)
+    """The option's help with its default (not for flags, whose default is their absence)
+    and its choices."""
+    formatter: Any = argparse.HelpFormatter(prog=parser.prog)
     shown = formatter._expand_help(action) if action.help else ""
     default = action.default
-    if (
-        default not in (None, False, argparse.SUPPRESS)
-        and not isinstance(action, argparse._StoreConstAction | argparse._VersionAction)
-        and "default" not in shown
-    ):
+    shown_default = action.nargs != 0 and default not in (None, False, argparse.SUPPRESS)
+    if shown_default and "default" not in shown:
         shown += f" (default: {default})"
-    if action.choices is not None and action.option_strings:
+    if action.choices is not None:
         choices = ", ".join(f"`{choice}`" for choice in action.choices)
-        return f"{text(shown)}; one of {choices}"
+        shown = f"{text(shown)}; one of {choices}" if shown else f"one of {choices}"
+        return shown
     return text(shown)
+
+
+def item(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """One argument or option as a list item: its label, then its help if it has one."""
+    described = help_text(parser, action)
+    return f"- {option_label(action)}: {described}" if described else f"- {option_label(action)}"
 
 
 def option_label(action: argparse.Action) -> str:
@@ -130,7 +135,7 @@ def command_section(
     positionals = [a for a in parser._actions if documented(a) and not a.option_strings]
     if positionals:
         lines += ["**Arguments**", ""]
-        lines += [f"- {option_label(a)}: {help_text(parser, a)}" for a in positionals]
+        lines += [item(parser, a) for a in positionals]
         lines.append("")
     shared = option_keys(parser) & global_keys
     options = [
@@ -140,7 +145,7 @@ def command_section(
     ]
     if options:
         lines += ["**Options**", ""]
-        lines += [f"- {option_label(a)}: {help_text(parser, a)}" for a in options]
+        lines += [item(parser, a) for a in options]
         lines.append("")
     groups = exclusive_groups(parser)
     if groups:
@@ -179,11 +184,7 @@ def render(parser: argparse.ArgumentParser) -> str:
         "Given before the command name; a command that also takes them after its name says so.",
         "",
     ]
-    lines += [
-        f"- {option_label(a)}: {help_text(parser, a)}"
-        for a in parser._actions
-        if documented(a) and a.option_strings
-    ]
+    lines += [item(parser, a) for a in parser._actions if documented(a) and a.option_strings]
     lines += ["", "## Exit codes and environment {#exit-codes}", ""]
     lines += ["```text", epilog.strip(), "```", ""]
     for name, summary, sub in subcommands(parser):
