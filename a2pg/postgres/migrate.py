@@ -8,20 +8,13 @@ Running a2pg's migrations from your own Alembic environment
 ------------------------------------------------------------
 a2pg's history is the Alembic branch ``a2pg`` with its own version table,
 ``<schema>.a2_alembic_version``, so it never collides with your history.
-The recommended way: call :func:`upgrade_connection` from your ``env.py``, on the
-connection your own migrations use, after they ran::
-
-    from a2pg.postgres.migrate import upgrade_connection
-
-    with connectable.connect() as connection:
-        context.configure(connection=connection, target_metadata=target_metadata)
-        with context.begin_transaction():
-            context.run_migrations()
-        upgrade_connection(connection, schema="a2")  # a2pg's branch, a2pg's version table
-
-``alembic upgrade head`` then brings both up to date; your ``alembic downgrade``
-never touches a2pg's tables; ``a2pg migrate`` and ``a2pg check`` keep working on the
-same database, since a2pg's state stays in ``a2_alembic_version``.
+The recommended way is :mod:`a2pg.postgres.alembic_host`: its filters keep a2pg's
+tables out of your autogenerate, and ``run_on_upgrade`` (which calls
+:func:`upgrade_connection` on your connection, after your migrations) runs a2pg's
+branch on ``alembic upgrade`` only. ``alembic upgrade head`` then brings both up to
+date; your ``alembic downgrade`` never touches a2pg's tables; ``a2pg migrate`` and
+``a2pg check`` keep working on the same database, since a2pg's state stays in
+``a2_alembic_version``.
 
 Alternatively, put a2pg's scripts in your ``version_locations`` (the directory
 :func:`versions_dir` returns) and run ``alembic upgrade heads``: Alembic then
