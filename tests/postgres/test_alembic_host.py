@@ -373,3 +373,17 @@ def test_two_host_deploys_at_once_both_succeed_under_the_host_lock(host: Host) -
     assert [code for code, _ in results] == [0, 0], results
     assert host.host_versions() == ["h002"]
     assert host.a2pg_versions() == [HEAD_REVISION]
+
+
+def test_a2pg_branch_in_the_host_transaction_gives_its_search_path_back(database: str) -> None:
+    engine = migrate.create_engine(database)
+    try:
+        with engine.connect() as connection, connection.begin():
+            connection.execute(sqlalchemy.text("set local search_path to app, public"))
+            migrate.upgrade_connection(connection, schema="a2")
+            path = connection.scalar(sqlalchemy.text("show search_path"))
+            assert connection.in_transaction()
+    finally:
+        engine.dispose()
+    assert path == "app, public"
+    assert inspect_layout(database, "a2").is_current
