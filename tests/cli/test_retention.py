@@ -7,7 +7,7 @@ import json
 import psycopg
 import pytest
 
-from a2pg.models import NewEvent, SessionInfo, StoredEvent
+from a2pg.models import NewEvent, SessionInfo, StoredEvent, Target
 from a2pg.postgres import PostgresStore
 from a2pg.postgres.clear import RECLAIM_BATCH
 
@@ -103,7 +103,8 @@ def test_a_bad_session_id_is_a_usage_error(cli: Cli, dsn: str) -> None:
         (["clear"], "clear needs SESSION or --older-than DURATION (not both)"),
         (["clear", "s", "--older-than", "1d"], "clear needs SESSION or --older-than"),
         (["clear", "--older-than", "1d", "--if-last-index", "3"], "--if-last-index clears one"),
-        (["clear", "s", "--dry-run"], "--dry-run lists the sessions --older-than would clear"),
+        (["clear", "s", "--dry-run"], "--dry-run goes with --older-than; not with SESSION"),
+        (["clear", "s", "--include-unfinished"], "--include-unfinished goes with --older-than"),
         (["reclaim"], "reclaim needs SESSION, or --all and/or --older-than DURATION"),
         (["reclaim", "s", "--all"], "reclaim needs SESSION, or --all"),
         (["reclaim", "s", "--older-than", "2h"], "reclaim needs SESSION, or --all"),
@@ -146,17 +147,19 @@ def backdate(dsn: str, session: str, days: int) -> None:
 
 @pytest.fixture
 def aged(postgres_dsn: str) -> str:
-    """old: idle 40 days; old-cleared: cleared, idle 40 days; new: cleared today; fresh."""
+    """Idle 40 days: old; old-busy (a head pending); old-cleared (cleared first).
+    Today: new (cleared), fresh."""
 
     async def populate(store: PostgresStore) -> None:
         for session in ("old", "old-cleared", "new", "fresh"):
             await store.append(session, [NewEvent("note", n) for n in range(3)])
+        await store.append("old-busy", [NewEvent("job", None, targets=(Target("mailer"),))])
         await store.clear("old-cleared")
         await store.clear("new")
 
     with_store(postgres_dsn, populate)
-    backdate(postgres_dsn, "old", 40)
-    backdate(postgres_dsn, "old-cleared", 40)
+    for session in ("old", "old-busy", "old-cleared"):
+        backdate(postgres_dsn, session, 40)
     return postgres_dsn
 
 
@@ -174,11 +177,26 @@ def test_clear_older_than_dry_run_changes_nothing(cli: Cli, aged: str) -> None:
     result = cli("clear", "--older-than", "30d", "--dry-run", "--dsn", aged)
     assert result.code == 0, result
     lines = result.out.splitlines()
-    assert lines[0].split() == ["SESSION", "ID", "HEAD", "LAST", "EVENT", "AT", "OUTCOME"]
-    assert lines[2].split()[:2] == ["old", "3"]
+    assert lines[0].split() == [
+        "SESSION",
+        "ID",
+        "HEAD",
+        "PENDING",
+        "BLOCKED",
+        "DEAD",
+        "LETTERS",
+        "LAST",
+        "EVENT",
+        "AT",
+        "OUTCOME",
+    ]
+    assert lines[2].split()[:5] == ["old", "3", "0", "0", "0"]
     assert lines[2].endswith("would clear")
-    assert len(lines) == 4
-    assert lines[3].startswith("would clear 1 sessions idle since ")
+    assert lines[3].split()[:5] == ["old-busy", "1", "1", "0", "0"]
+    assert lines[3].endswith("kept: unfinished work")
+    assert len(lines) == 5
+    assert lines[4].startswith("would clear 1 of 2 sessions idle since ")
+    assert lines[4].endswith("; 1 kept for their unfinished work (--include-unfinished)")
     assert sessions(aged) == before
 
 
@@ -187,23 +205,42 @@ def test_clear_older_than_clears_only_idle_sessions(cli: Cli, aged: str) -> None
     assert result.code == 0, result
     data = json.loads(result.out)
     assert [(s["session_id"], s["outcome"], s["clear_index"]) for s in data["sessions"]] == [
-        ("old", "cleared", 4)
+        ("old", "cleared", 4),
+        ("old-busy", "kept: unfinished work", 0),
     ]
-    assert (data["matched"], data["cleared"], data["dry_run"]) == (1, 1, False)
+    assert (data["matched"], data["cleared"], data["dry_run"]) == (2, 1, False)
     assert data["older_than"] == 30 * 86_400
     after = sessions(aged)
-    assert after["old"].clear_index == 4
+    assert (after["old"].clear_index, after["old-busy"].clear_index) == (4, 0)
     assert (after["fresh"].clear_index, after["old-cleared"].clear_index) == (0, 4)
     again = cli("clear", "--older-than", "30d", "--dsn", aged)
-    assert again.out.startswith("no sessions to clear: none idle since ")  # "old" was cleared
+    assert again.out.splitlines()[2].split()[0] == "old-busy"  # "old" ends with its marker now
+    assert again.out.splitlines()[-1].startswith("cleared 0 of 1 sessions idle since ")
+
+
+def test_clear_older_than_include_unfinished(cli: Cli, aged: str) -> None:
+    result = cli("clear", "--older-than", "30d", "--include-unfinished", "--dsn", aged)
+    assert result.code == 0, result
+    assert result.out.splitlines()[-1].startswith("cleared 2 of 2 sessions idle since ")
+    after = sessions(aged)
+    assert (after["old"].clear_index, after["old-busy"].clear_index) == (4, 2)
+    assert after["old-busy"].pending == 0
+
+
+def test_clear_older_than_nothing_idle(cli: Cli, aged: str) -> None:
+    result = cli("clear", "--older-than", "50d", "--dsn", aged)
+    assert result.code == 0, result
+    assert result.out.startswith("no sessions to clear: none idle since ")
+    assert len(result.out.splitlines()) == 1
 
 
 def test_reclaim_older_than_touches_only_old_sessions(cli: Cli, aged: str) -> None:
+    before = stored_rows(aged)
     result = cli("reclaim", "--all", "--older-than", "30d", "--dsn", aged)
     assert result.code == 0, result
     assert result.out.splitlines()[2].split() == ["old-cleared", "3"]
     assert result.out.splitlines()[-1] == "3 rows deleted from 1 of 1 cleared sessions"
-    assert stored_rows(aged) == {"old": 3, "old-cleared": 1, "new": 4, "fresh": 3}
+    assert stored_rows(aged) == {**before, "old-cleared": 1}
     everything = cli("reclaim", "--all", "--json", "--dsn", aged)
     assert json.loads(everything.out) == {
         "older_than": None,
@@ -212,7 +249,7 @@ def test_reclaim_older_than_touches_only_old_sessions(cli: Cli, aged: str) -> No
         "examined": 2,
         "deleted": 3,
     }
-    assert stored_rows(aged) == {"old": 3, "old-cleared": 1, "new": 1, "fresh": 3}
+    assert stored_rows(aged) == {**before, "old-cleared": 1, "new": 1}
 
 
 def test_reclaim_older_than_alone_means_all_sessions_that_old(cli: Cli, aged: str) -> None:
@@ -223,13 +260,15 @@ def test_reclaim_older_than_alone_means_all_sessions_that_old(cli: Cli, aged: st
 
 def test_a_session_that_changed_since_listed_is_not_cleared(aged: str) -> None:
     """The bulk clear passes the listed head as if_last_index: a new event wins."""
-    from a2pg.cli.operate.retention import _clear_if_unchanged
+    from a2pg.cli.main import build_parser
+    from a2pg.cli.operate.retention import _clear_idle_one
 
     listed = sessions(aged)["old"]
+    args = build_parser().parse_args(["clear", "--older-than", "30d"])
 
     async def race(store: PostgresStore) -> dict[str, object]:
         await store.append("old", [NewEvent("note", "late")])
-        return await _clear_if_unchanged(store, listed, dry_run=False)
+        return await _clear_idle_one(store, listed, args)
 
     row = with_store(aged, race)
     assert row["outcome"] == "skipped: new events"

@@ -34,7 +34,9 @@ letters and state, and `a2pg reclaim` may delete it. With --if-last-index N it c
 only while the session's head is N (exit 1 otherwise). With --older-than DURATION
 (30d, 12h, 90m, 45s) it clears every session whose newest event is older, by this
 machine's clock, skipping those already cleared up to their head and those that got a
-new event meanwhile; --dry-run lists them and changes nothing."""
+new event meanwhile. It keeps (and lists) idle sessions with unfinished work (pending,
+blocked or dead-lettered heads, which a clear would drop) unless --include-unfinished.
+--dry-run lists what it would do and changes nothing."""
 
 RECLAIM_DETAILS = """\
 Deletes the rows a clear hid, in small batches (it never holds long locks), until none
@@ -46,6 +48,8 @@ older. A session never cleared has nothing to reclaim."""
 CLEARED = "cleared"
 WOULD_CLEAR = "would clear"
 CHANGED = "skipped: new events"
+KEPT = "kept: unfinished work"
+OUTCOMES = (CLEARED, WOULD_CLEAR, CHANGED, KEPT)
 """The outcomes of a bulk clear, per session (``outcome`` in its JSON too)."""
 
 
@@ -71,6 +75,11 @@ def add_parsers(command: AddCommand) -> None:
         type=duration,
         metavar="DURATION",
         help="clear every session whose newest event is older (30d, 12h, 90m, 45s)",
+    )
+    clear.add_argument(
+        "--include-unfinished",
+        action="store_true",
+        help="with --older-than: clear idle sessions with unfinished work too (dropping it)",
     )
     clear.add_argument(
         "--dry-run", action="store_true", help="with --older-than: list, change nothing"
@@ -101,8 +110,9 @@ async def cmd_clear(args: argparse.Namespace, stdout: TextIO) -> int:
         if args.if_last_index is not None:
             fail(EXIT_USAGE, "--if-last-index clears one SESSION; not with --older-than")
         return await _clear_idle(args, stdout)
-    if args.dry_run:
-        fail(EXIT_USAGE, "--dry-run lists the sessions --older-than would clear; not with SESSION")
+    if args.dry_run or args.include_unfinished:
+        flag = "--dry-run" if args.dry_run else "--include-unfinished"
+        fail(EXIT_USAGE, f"{flag} goes with --older-than; not with SESSION")
     return await _clear_one(args, stdout)
 
 
@@ -139,14 +149,19 @@ def _clearable(info: SessionInfo, cutoff: datetime) -> bool:
     return is_idle(info, cutoff) and info.clear_index != info.head
 
 
+def unfinished(info: SessionInfo) -> bool:
+    """Whether a clear would drop work: pending, blocked or dead-lettered heads."""
+    return bool(info.pending or info.blocked or info.dead_letters)
+
+
 async def _clear_idle(args: argparse.Namespace, stdout: TextIO) -> int:
     cutoff = idle_since(args.older_than)
     rows: list[dict[str, Any]] = []
     async with opened(args) as store:
         async for info in all_sessions(store):
             if _clearable(info, cutoff):
-                rows.append(await _clear_if_unchanged(store, info, dry_run=args.dry_run))
-    cleared = sum(1 for r in rows if r["outcome"] == CLEARED)
+                rows.append(await _clear_idle_one(store, info, args))
+    counts = {o: sum(1 for r in rows if r["outcome"] == o) for o in OUTCOMES}
     if args.json:
         out.write_json(
             stdout,
@@ -156,29 +171,39 @@ async def _clear_idle(args: argparse.Namespace, stdout: TextIO) -> int:
                 "cutoff": cutoff,
                 "sessions": rows,
                 "matched": len(rows),
-                "cleared": cleared,
+                "cleared": counts[CLEARED],
             },
         )
         return EXIT_OK
+    since = out.cell(cutoff)
     if not rows:
-        stdout.write(f"no sessions to clear: none idle since {out.cell(cutoff)}\n")
+        stdout.write(f"no sessions to clear: none idle since {since}\n")
         return EXIT_OK
-    columns = ("session_id", "head", "last_event_at", "outcome")
-    stdout.write(out.render_table(columns, rows, empty=""))
-    if args.dry_run:
-        stdout.write(f"would clear {len(rows)} sessions idle since {out.cell(cutoff)}\n")
-    else:
-        stdout.write(f"cleared {cleared} of {len(rows)} sessions idle since {out.cell(cutoff)}\n")
+    columns = ("session_id", "head", "pending", "blocked", "dead_letters", "last_event_at")
+    stdout.write(out.render_table((*columns, "outcome"), rows, empty=""))
+    done = WOULD_CLEAR if args.dry_run else CLEARED
+    summary = f"{done} {counts[done]} of {len(rows)} sessions idle since {since}"
+    if counts[KEPT]:
+        summary += f"; {counts[KEPT]} kept for their unfinished work (--include-unfinished)"
+    stdout.write(summary + "\n")
     return EXIT_OK
 
 
-async def _clear_if_unchanged(store: Store, info: SessionInfo, *, dry_run: bool) -> dict[str, Any]:
+async def _clear_idle_one(
+    store: Store, info: SessionInfo, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Clears one idle session at the head listed (unless it holds unfinished work)."""
     row: dict[str, Any] = {
         "session_id": info.session_id,
         "head": info.head,
+        "pending": info.pending,
+        "blocked": info.blocked,
+        "dead_letters": info.dead_letters,
         "last_event_at": info.last_event_at,
     }
-    if dry_run:
+    if unfinished(info) and not args.include_unfinished:
+        return {**row, "outcome": KEPT, "clear_index": info.clear_index}
+    if args.dry_run:
         return {**row, "outcome": WOULD_CLEAR, "clear_index": info.clear_index}
     result = await store.clear(info.session_id, if_last_index=info.head)
     outcome = CLEARED if result.cleared else CHANGED
