@@ -110,10 +110,11 @@ select exists (
 -- `after` is '' for the first page (no session id is empty): one range scan of
 -- a2_sessions_listing per page, whatever plan the statement gets. Per session of the
 -- page: its heads (a2_cursors_heads) counted above the clear index, and its newest event
--- by primary key; then what the page's dead lanes and logs hold back. The heads are
--- selected by `head is not null` alone, whose selectivity the planner knows (few), and
--- the dead lanes apart from them: else it guesses many rows per session and costs a
--- large page high enough to JIT-compile it, which takes longer than the page itself.
+-- by primary key; then what the page's dead lanes and logs hold back (a2_cursors_dead,
+-- probed per session: its key is collate "C"). The heads are selected by
+-- `head is not null` alone, whose selectivity the planner knows (few), and the dead
+-- lanes apart from them: else it guesses many rows per session and costs a large page
+-- high enough to JIT-compile it, which takes longer than the page itself.
 with page as (
   select session_id, head, clear_index
     from {schema}.a2_sessions
@@ -126,7 +127,7 @@ with page as (
            -- include: blocked_behind
          ) as blocked
     from page p
-    join {schema}.a2_cursors c on c.session_id = p.session_id
+    join {schema}.a2_cursors c on c.session_id collate "C" = p.session_id
    where c.failed_at is not null and c.kind <> 'event' and c.head > p.clear_index
    group by c.session_id
 )
