@@ -122,14 +122,11 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     """Waits for the database (``--wait``), then runs the app's consumers until SIGTERM or
     SIGINT, then drains and exits 0."""
     from ..worker import serve
+    from .observe import setup_logging, worker_hooks
     from .startup import store_when_reachable
 
     settings = worker_settings(args)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(args)
     app = load_app(args.app)
     opening = store_when_reachable(
         args.dsn,
@@ -138,16 +135,19 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
         every=settings.poll_interval,
         **store_options(args),
     )
-    async with opening as store:
-        served: Store = store
-        if args.no_listen:
-            from ..worker.polling import PollingOnly
+    with worker_hooks(args) as hooks:
+        async with opening as store:
+            served: Store = store
+            if args.no_listen:
+                from ..worker.polling import PollingOnly
 
-            served = PollingOnly(store)
-        names = ", ".join(c.name for c in app.consumers)
-        logging.getLogger("a2pg.worker").info(
-            "serving %s on %s%s", names, describe_dsn(args.dsn), " (polling only)" * args.no_listen
-        )
-        stats = await serve(served, app, settings=settings)
-    logging.getLogger("a2pg.worker").info("stopped: %s", stats)
+                served = PollingOnly(store)
+            names = ", ".join(c.name for c in app.consumers)
+            logging.getLogger("a2pg.worker").info(
+                "serving %s on %s%s",
+                names,
+                describe_dsn(args.dsn),
+                " (polling only)" * args.no_listen,
+            )
+            await serve(served, app, settings=settings, hooks=hooks)  # logs its stats once
     return EXIT_OK

@@ -166,6 +166,9 @@ def _add_worker_options(worker: argparse.ArgumentParser) -> None:
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="logging level",
     )
+    from .observe import add_worker_observability_options
+
+    add_worker_observability_options(worker)
 
 
 def build_parser() -> argparse.ArgumentParser:
