@@ -45,6 +45,17 @@ ROUND_TRIP_BUCKETS = (
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 """Heads per claim, completions per batch."""
 
+STORE_OPS = (
+    "register_consumers",
+    "claim_any",
+    "complete_and_claim",
+    "complete_attempts",
+    "fail_attempt",
+    "renew_claims",
+    "release_claims",
+)
+"""The store calls a worker makes: their series exist from the start."""
+
 OUTCOME_HELP: dict[Outcome, str] = {
     "completed": "attempts completed (their events appended)",
     "failed": "attempts failed and to be retried",
@@ -127,7 +138,10 @@ class WorkerMetrics(WorkerHooks):
         )
 
     def started(self, holder: str, consumers: Sequence[str]) -> None:
-        """Every consumer's series exist from the start, at zero."""
+        """Every consumer's and store call's series exist from the start, at zero."""
+        for op in STORE_OPS:
+            self.store_calls.labels(op)
+            self.store_errors.labels(op)
         for name in consumers:
             self.started_attempts.labels(name)
             for counter in self.ended.values():
