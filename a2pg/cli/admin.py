@@ -122,7 +122,7 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     """Waits for the database (``--wait``), then runs the app's consumers until SIGTERM or
     SIGINT, then drains and exits 0."""
     from ..worker import serve
-    from .observe import setup_logging, worker_hooks
+    from .observe import setup_logging, worker_observers
     from .startup import store_when_reachable
 
     settings = worker_settings(args)
@@ -135,7 +135,7 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
         every=settings.poll_interval,
         **store_options(args),
     )
-    with worker_hooks(args) as hooks:
+    with worker_observers(args) as observers:
         async with opening as store:
             served: Store = store
             if args.no_listen:
@@ -149,5 +149,8 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
                 describe_dsn(args.dsn),
                 " (polling only)" * args.no_listen,
             )
-            await serve(served, app, settings=settings, hooks=hooks)  # logs its stats once
+            with observers.watching(store):
+                await serve(
+                    served, app, settings=settings, hooks=observers.hooks
+                )  # logs stats once
     return EXIT_OK
