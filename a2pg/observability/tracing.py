@@ -19,7 +19,13 @@ from .extras import MissingExtra
 
 try:
     from opentelemetry import trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
+    from opentelemetry.trace import (
+        ProxyTracerProvider,
+        SpanKind,
+        Status,
+        StatusCode,
+        TracerProvider,
+    )
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the extra
     raise MissingExtra("otel", "a2pg tracing") from exc
 
@@ -40,14 +46,23 @@ class WorkerTracing(WorkerHooks):
     ``a2pg.outcome``; status ERROR with the exception recorded when it failed) and
     ``a2pg.store.<op>`` around each store call the worker makes.
 
-    ``tracer_provider`` defaults to the global one (``trace.set_tracer_provider``).
+    ``tracer_provider`` defaults to the global one (``trace.set_tracer_provider``). Until
+    one is set the hooks return at once: no-op spans would cost a busy worker a few
+    percent of a core for nothing.
     """
 
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+        self._given = tracer_provider is not None
         self._tracer = trace.get_tracer(TRACER_NAME, __version__, tracer_provider=tracer_provider)
+
+    def _configured(self) -> bool:
+        return self._given or not isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
 
     @contextlib.contextmanager
     def attempt(self, attempt: Attempt) -> Iterator[None]:
+        if not self._configured():
+            yield
+            return
         head = attempt.head
         attributes: dict[str, str | int] = {
             "a2pg.session_id": head.session_id,
@@ -79,6 +94,9 @@ class WorkerTracing(WorkerHooks):
 
     @contextlib.contextmanager
     def store_call(self, op: str) -> Iterator[None]:
+        if not self._configured():
+            yield
+            return
         with self._tracer.start_as_current_span(
             STORE_SPAN_PREFIX + op,
             kind=SpanKind.CLIENT,
