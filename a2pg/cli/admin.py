@@ -149,8 +149,6 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
                 describe_dsn(args.dsn),
                 " (polling only)" * args.no_listen,
             )
-            with observers.watching(store):
-                await serve(
-                    served, app, settings=settings, hooks=observers.hooks
-                )  # logs stats once
+            with observers.watching(store):  # the worker logs its stats once, as it stops
+                await serve(served, app, settings=settings, hooks=observers.hooks)
     return EXIT_OK
