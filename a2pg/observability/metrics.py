@@ -53,6 +53,8 @@ STORE_OPS = (
     "fail_attempt",
     "renew_claims",
     "release_claims",
+    "heartbeat",
+    "forget_workers",
 )
 """The store calls a worker makes: their series exist from the start."""
 
