@@ -18,7 +18,8 @@ from a2pg.store import Store
 from a2pg.worker import App, Worker
 
 from ..worker.helpers import bounded, work
-from .process import WITHOUT_EXTRAS, WorkerProcess, eventually, run_a2pg
+from .conftest import Cli
+from .process import WITHOUT_EXTRAS, WorkerProcess, eventually
 
 KEYS = ("ts", "level", "logger", "msg")
 ATTEMPT_KEYS = ("session", "consumer", "lane", "index", "attempt")
@@ -173,8 +174,8 @@ async def test_worker_json_logs_without_the_extras(
     assert "completed=2" in stopped[0]["msg"] and "released=1" in stopped[0]["msg"]
 
 
-def test_worker_json_contradicting_the_log_format_is_a_usage_error() -> None:
-    code, err = run_a2pg(
+def test_worker_json_contradicting_the_log_format_is_a_usage_error(cli: Cli) -> None:
+    code, err = cli(
         "worker", "x:app", "--dsn", "postgresql://h/d", "--json", "--log-format", "text"
     )
     assert code == 2

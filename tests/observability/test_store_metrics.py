@@ -7,7 +7,6 @@ import asyncio
 import io
 import json
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,6 +19,7 @@ from a2pg.postgres import PostgresStore
 from a2pg.store import Store
 
 from ..worker.helpers import TIMEOUT, work
+from .conftest import Cli
 from .process import WITHOUT_EXTRAS, WorkerProcess, eventually, run_a2pg
 
 Gauges = dict[tuple[str, str], float]
@@ -134,8 +134,8 @@ def test_metrics_json_works_without_the_extra_and_text_names_it(postgres_dsn: st
         (("--port", "0", "--json"), "--json goes with --once, not with --port"),
     ],
 )
-def test_metrics_usage_errors(argv: tuple[str, ...], message: str) -> None:
-    code, err = run_a2pg("metrics", "--dsn", "postgresql://postgres@127.0.0.1:1/x", *argv)
+def test_metrics_usage_errors(cli: Cli, argv: tuple[str, ...], message: str) -> None:
+    code, err = cli("metrics", "--dsn", "postgresql://postgres@127.0.0.1:1/x", *argv)
     assert (code, err) == (2, f"a2pg: error: {message}\n")
 
 
@@ -245,16 +245,9 @@ async def test_worker_metrics_store_adds_the_store_gauges(
         assert await worker.stop() == 0, worker.err
 
 
-def test_metrics_store_needs_metrics_port() -> None:
-    code, err = run_a2pg(
+def test_metrics_store_needs_metrics_port(cli: Cli) -> None:
+    code, err = cli(
         "worker", "tests.observability.sample_app:app", "--dsn", "postgresql://h/d",
         "--metrics-store",
     )  # fmt: skip
     assert (code, err) == (2, "a2pg: error: --metrics-store needs --metrics-port\n")
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_database(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("A2PG_DSN", raising=False)
-    monkeypatch.delenv("A2PG_SCHEMA", raising=False)
-    yield

@@ -19,6 +19,7 @@ from a2pg.store import Store
 from a2pg.worker import App, Worker
 
 from ..worker.helpers import TIMEOUT, bounded, until, work
+from .conftest import Cli
 from .process import WITHOUT_EXTRAS, WorkerProcess, eventually, run_a2pg
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -241,12 +242,12 @@ def test_metrics_port_without_the_extra_is_a_one_line_error() -> None:
     )
 
 
-def test_a_metrics_port_in_use_is_a_usage_error() -> None:
+def test_a_metrics_port_in_use_is_a_usage_error(cli: Cli) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code, err = run_a2pg(
+        code, err = cli(
             "worker",
             "tests.observability.sample_app:app",
             "--dsn",
@@ -261,7 +262,7 @@ def test_a_metrics_port_in_use_is_a_usage_error() -> None:
 
 
 @pytest.mark.parametrize("bad", ["-1", "65536", "http"])
-def test_a_bad_metrics_port_is_refused(bad: str) -> None:
-    code, err = run_a2pg("worker", "x:app", "--dsn", "postgresql://h/d", "--metrics-port", bad)
+def test_a_bad_metrics_port_is_refused(cli: Cli, bad: str) -> None:
+    code, err = cli("worker", "x:app", "--dsn", "postgresql://h/d", "--metrics-port", bad)
     assert code == 2
     assert "--metrics-port" in err
