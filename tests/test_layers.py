@@ -25,7 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "demo": FACE | {"demo", "worker", "postgres"},
     "bench": FACE | {"bench", "worker", "postgres"},
     "cli": FACE | {"cli", "worker", "demo", "bench", "postgres", "observability", "__init__"},
-    "testing": FACE | {"postgres"},
+    "testing": FACE | {"postgres", "worker"},
     "__init__": FACE | {"memory", "postgres", "worker"},
 }
 """What each part of the package may import (its first component under ``a2pg``)."""
