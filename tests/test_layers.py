@@ -21,9 +21,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "memory": FACE | {"memory"},
     "postgres": FACE | {"postgres"},
     "worker": FACE | {"worker"},
+    "observability": FACE | {"observability", "worker", "__init__"},
     "demo": FACE | {"demo", "worker", "postgres"},
     "bench": FACE | {"bench", "worker", "postgres"},
-    "cli": FACE | {"cli", "worker", "demo", "bench", "postgres", "__init__"},
+    "cli": FACE | {"cli", "worker", "demo", "bench", "postgres", "observability", "__init__"},
     "testing": FACE | {"postgres", "worker"},
     "__init__": FACE | {"memory", "postgres", "worker"},
 }
@@ -84,7 +85,16 @@ def test_the_package_root_holds_only_its_face_and_subpackages() -> None:
     modules = {p.stem for p in PACKAGE.glob("*.py")}
     assert modules == {"__init__", "testing"} | (FACE - {"contract"})
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert packages == {"contract", "memory", "postgres", "worker", "cli", "demo", "bench"}
+    assert packages == {
+        "contract",
+        "memory",
+        "postgres",
+        "worker",
+        "cli",
+        "demo",
+        "bench",
+        "observability",
+    }
 
 
 def test_the_checker_sees_relative_and_absolute_imports(tmp_path: pathlib.Path) -> None:
