@@ -94,6 +94,12 @@ def create_app(
     return app
 
 
+def close_tails(app: Starlette) -> None:
+    """Ends the live tails of a dashboard app, so a server stopping need not wait on them."""
+    dashboard: Dashboard = app.state.dashboard
+    dashboard.close_tails()
+
+
 def _error_page(request: Request, status: int, title: str, detail: str) -> Response:
     return dashboard_of(request).pages.render(
         request, "error.html", status_code=status, title=title, detail=detail

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import uvicorn
 from starlette.applications import Starlette
 
+from .app import close_tails
+
 SHUTDOWN_GRACE = 2
 """Seconds open requests (live tails never end on their own) get at shutdown."""
 
@@ -22,9 +24,10 @@ class _Server(uvicorn.Server):
     (uvicorn's own handling re-raises the signal after shutdown, which kills the process).
     ``ready`` is set once it listens."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, stopping: Callable[[], None]) -> None:
         super().__init__(config)
         self.ready = asyncio.Event()
+        self.stopping = stopping
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -47,6 +50,7 @@ class _Server(uvicorn.Server):
         if self.should_exit:  # a second Ctrl-C: do not wait for open requests
             self.force_exit = True
         self.should_exit = True
+        self.stopping()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +110,7 @@ async def serve(
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
         lifespan="on",
     )
-    server = _Server(config)
+    server = _Server(config, stopping=lambda: close_tails(app))
     task = asyncio.create_task(server.serve(sockets=[listener.sock]), name="a2pg-dashboard")
     ready = asyncio.create_task(server.ready.wait(), name="a2pg-dashboard-ready")
     await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.requests import Request
 
@@ -25,8 +27,17 @@ class Dashboard:
     pages: Pages
     read_only: bool
     throughput: Throughput = field(default_factory=Throughput)
-    streams: int = 0
-    """Live tails open now."""
+    tails: set[asyncio.Queue[Any]] = field(default_factory=set)
+    """The queues of the live tails open now."""
+    closing: bool = False
+
+    def close_tails(self) -> None:
+        """Ends every live tail (the server is stopping: they would hold it up)."""
+        self.closing = True
+        for queue in self.tails:
+            while queue.full():
+                queue.get_nowait()
+            queue.put_nowait(None)
 
 
 def dashboard_of(request: Request) -> Dashboard:

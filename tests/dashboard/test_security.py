@@ -190,7 +190,11 @@ def test_auth_settings_from_the_environment() -> None:
     assert not Auth.from_env({}).required
     assert Auth.from_env({"A2PG_DASHBOARD_TOKEN": "t"}) == Auth(token="t")
     assert Auth.from_env({"A2PG_DASHBOARD_BASIC": "u:p:q"}) == Auth(basic=("u", "p:q"))
-    for bad in ({"A2PG_DASHBOARD_TOKEN": ""}, {"A2PG_DASHBOARD_BASIC": "nocolon"},
-                {"A2PG_DASHBOARD_BASIC": ":p"}, {"A2PG_DASHBOARD_BASIC": "u:"}):
+    for bad in (
+        {"A2PG_DASHBOARD_TOKEN": ""},
+        {"A2PG_DASHBOARD_BASIC": "nocolon"},
+        {"A2PG_DASHBOARD_BASIC": ":p"},
+        {"A2PG_DASHBOARD_BASIC": "u:"},
+    ):
         with pytest.raises(A2Error, match="A2PG_DASHBOARD"):
             Auth.from_env(bad)

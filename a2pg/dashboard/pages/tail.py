@@ -49,7 +49,7 @@ def sse(event: StoredEvent) -> str:
 
 async def _frames(dash: Dashboard, stream: AsyncIterator[StoredEvent]) -> AsyncIterator[str]:
     """The stream's events as SSE frames, with keepalive comments while it is quiet."""
-    queue: asyncio.Queue[StoredEvent | BaseException] = asyncio.Queue(QUEUE_SIZE)
+    queue: asyncio.Queue[StoredEvent | BaseException | None] = asyncio.Queue(QUEUE_SIZE)
 
     async def pump() -> None:
         try:
@@ -63,7 +63,7 @@ async def _frames(dash: Dashboard, stream: AsyncIterator[StoredEvent]) -> AsyncI
                 with contextlib.suppress(Exception):
                     await aclose()
 
-    dash.streams += 1
+    dash.tails.add(queue)
     task = asyncio.create_task(pump(), name="a2pg-dashboard-tail")
     try:
         yield f"retry: {RECONNECT_MS}\n: tailing\n\n"
@@ -73,12 +73,14 @@ async def _frames(dash: Dashboard, stream: AsyncIterator[StoredEvent]) -> AsyncI
             except TimeoutError:
                 yield ": keepalive\n\n"
                 continue
+            if item is None:  # the server is stopping
+                return
             if isinstance(item, BaseException):
                 yield "event: a2error\ndata: the stream broke; reconnecting\n\n"
                 return
             yield sse(item)
     finally:
-        dash.streams -= 1
+        dash.tails.discard(queue)
         task.cancel()
 
 
@@ -90,7 +92,7 @@ async def tail_stream(request: Request) -> Response:
     after = integer({"after": request.headers.get("last-event-id")}, "after")
     if after is None:
         after = integer(q, "after") or 0
-    if dash.streams >= MAX_STREAMS:
+    if len(dash.tails) >= MAX_STREAMS or dash.closing:
         return PlainTextResponse("too many live tails open\n", status_code=503)
     # Checks the arguments now: a bad id is a 400 here, not a broken stream later.
     stream = dash.store.stream(session_id, after=after)
