@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import pytest
+from playwright.async_api import expect
 
 from a2pg import NewEvent, Target
 from a2pg.store import Store
@@ -23,8 +23,6 @@ from .helpers import HOSTILE, dead_letter
 from .processes import ROOT, dashboard, workers
 from .worker_app import LANE, REPLY, SCORE
 
-pytest.importorskip("playwright")
-from playwright.async_api import expect  # noqa: E402
 
 WAIT = 20.0
 """Bound of every wait on the store or the workers."""
