@@ -23,7 +23,6 @@ from .helpers import HOSTILE, dead_letter
 from .processes import ROOT, dashboard, workers
 from .worker_app import LANE, REPLY, SCORE
 
-
 WAIT = 20.0
 """Bound of every wait on the store or the workers."""
 WORKER_APP = "tests.dashboard.worker_app:app"
