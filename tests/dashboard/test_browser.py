@@ -177,7 +177,7 @@ async def test_a_post_without_the_csrf_token_is_refused(
     with dashboard(postgres_dsn) as url:
         page = tab.page
         await page.goto(url + "/session?id=csrf-1")  # the browser has its CSRF cookie now
-        form = {
+        form: dict[str, str | float | bool] = {
             "session": "csrf-1",
             "consumer": "c",
             "cursor": "lane",
