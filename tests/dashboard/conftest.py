@@ -14,6 +14,7 @@ import pytest
 
 from a2pg.dashboard import create_app
 from a2pg.store import Store
+from tests.cli.conftest import _no_ambient_database, cli  # noqa: F401 - the CLI's fixtures
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Dialog, Page
