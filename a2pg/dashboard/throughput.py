@@ -43,10 +43,13 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class Rate:
-    """Completions per second over the last ``seconds`` (``None``: not sampled that long)."""
+    """Completions per second over the last ``seconds``; ``span`` is what the samples
+    cover (less than ``seconds`` while the dashboard has not run that long)."""
 
     seconds: float
     per_second: float | None
+    """``None`` before the first two samples."""
+    span: float = 0.0
 
 
 class Throughput:
@@ -85,12 +88,12 @@ class Throughput:
             self.samples.popleft()
 
     def rate(self, seconds: float, now: float) -> Rate:
-        if self.started_at is None or now - self.started_at < seconds * 0.5:
+        if self.started_at is None or not self.samples:
             return Rate(seconds, None)
         since = now - seconds
         done = sum(s.completed for s in self.samples if s.at > since)
-        span = min(seconds, now - self.started_at)
-        return Rate(seconds, done / span if span > 0 else None)
+        span = min(seconds, self.samples[-1].at - self.started_at)
+        return Rate(seconds, done / span if span > 0 else None, span)
 
     def buckets(self, now: float, size: float = BUCKET_SECONDS) -> list[float]:
         """Completions per second in each ``size`` bucket of the window, oldest first."""
