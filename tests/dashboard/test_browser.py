@@ -21,6 +21,7 @@ from a2pg.store import Store
 from .conftest import Tab
 from .helpers import HOSTILE, dead_letter
 from .processes import ROOT, dashboard, workers
+from .test_overview import overview_numbers, store_numbers
 from .worker_app import LANE, REPLY, SCORE
 
 WAIT = 20.0
@@ -194,6 +195,60 @@ async def test_a_post_without_the_csrf_token_is_refused(
         await page.get_by_role("button", name="Retry").click()
         await expect(page.locator("#notice")).to_contain_text("Retried")
     assert await store.dead_letters("csrf-1") == []
+
+
+async def test_the_overview_matches_the_store_and_a_bulk_retry_moves_the_lane_on(
+    postgres_store: Store, postgres_dsn: str, tab: Tab, artifacts: Path
+) -> None:
+    store = postgres_store
+    for n in range(3):  # work for a consumer no worker runs: ready, and lagging
+        await store.append(f"queue-{n}", [NewEvent("job", {"n": n}, targets=[Target("billing")])])
+    await store.append("chat-1", [turn(1), turn(2, poison=True), turn(3)])
+    await store.append("chat-2", [turn(1), turn(2)])
+    with workers(postgres_dsn, WORKER_APP, options=WORKER_OPTIONS):
+        await eventually(lambda: _dead_at(store, "chat-1", 2), "the poison to be dead-lettered")
+        await eventually(lambda: _replied(store, "chat-2", [1, 2]), "chat-2 to be answered")
+        await eventually(lambda: _settled(store), "the workers to finish what they can")
+        with dashboard(postgres_dsn) as url:
+            page = tab.page
+            await page.goto(url + "/")
+            await expect(page.locator("#consumers")).to_contain_text("billing")
+            expected = await store_numbers(store)
+            assert expected["billing"]["ready"] == 3
+            assert expected[REPLY]["dead_letters"] == 1 and expected[REPLY]["blocked_lanes"] == 1
+            assert overview_numbers(await page.content()) == expected
+            if await store.workers():  # once workers send heartbeats
+                await expect(page.locator("#workers tbody tr")).to_have_count(
+                    len(await store.workers())
+                )
+            keep_for_readme(await shoot(tab, artifacts, "overview"))
+
+            await page.goto(url + "/sessions")
+            await expect(page.locator("#sessions tbody tr")).to_have_count(5)
+            await shoot(tab, artifacts, "sessions")
+
+            await page.goto(url + "/dead-letters")
+            await page.fill("input[name=consumer]", REPLY)
+            await page.get_by_role("button", name="Filter").click()
+            rows = page.locator("#dead-letters tbody tr")
+            await expect(rows).to_have_count(1)
+            await expect(rows.first).to_contain_text("chat-1")
+            await shoot(tab, artifacts, "dead-letters")
+            await page.get_by_role("button", name="Retry all…").click()
+            await expect(page.locator("h1")).to_have_text("Retry 1 dead letters?")
+            await shoot(tab, artifacts, "confirm")
+            await page.get_by_role("button", name="Retry these 1").click()
+            await expect(page.locator("#notice")).to_contain_text("Retried 1 dead letters")
+            await eventually(lambda: _replied(store, "chat-1", [1, 2, 3]), "the lane to move on")
+            assert (await store_numbers(store))[REPLY]["dead_letters"] == 0
+    assert tab.dialogs == []
+
+
+async def _settled(store: Store) -> bool:
+    """Nothing claimed or ready but the unserved consumer's work."""
+    stats = {s.consumer: s for s in await store.consumer_stats()}
+    busy = [s for name, s in stats.items() if name != "billing" and (s.ready or s.claimed)]
+    return not busy and REPLY in stats and stats[REPLY].blocked == 1
 
 
 def keep_for_readme(path: Path) -> None:
