@@ -16,8 +16,6 @@ LAST_CHAR = "\U0010ffff"
 SUFFIX_ROOM = (250, 500)
 """Characters and UTF-8 bytes a prefix may have for ``just_before`` to append LAST_CHAR
 and stay within the default name limits (256, 512)."""
-SCAN_PAGE = 200
-"""Sessions one listing call asks for while skipping ids that sort just before a prefix."""
 MAX_SCAN_PAGES = 50
 """A prefix search reads at most this many listing pages for one page of results."""
 
@@ -58,16 +56,16 @@ async def find_sessions(
         start = after
     found: list[SessionInfo] = []
     for _ in range(MAX_SCAN_PAGES):
-        want = limit + 1 - len(found)
-        page = await store.sessions(after=start, limit=want if not prefix else SCAN_PAGE)
+        want = limit + 1 - len(found)  # one more than shown says whether a next page exists
+        page = await store.sessions(after=start, limit=want)
         for info in page:
             if info.session_id.startswith(prefix):
                 found.append(info)
             elif info.session_id > prefix:
                 return _page(found, limit, more=False)
-            if len(found) > limit:
-                return _page(found, limit, more=True)
-        if len(page) < (want if not prefix else SCAN_PAGE):
+        if len(found) > limit:
+            return _page(found, limit, more=True)
+        if len(page) < want:
             return _page(found, limit, more=False)
         start = page[-1].session_id
     return _page(found, limit, more=True, resume=start)

@@ -145,8 +145,7 @@ class Pages:
             csrf_token=token,
             read_only=self.read_only,
             refresh_seconds=self.refresh_seconds,
-            here=request.url.path.removeprefix(root)
-            + ("?" + request.url.query if request.url.query else ""),
+            here=here(request, root),
             **context,
         )
         response = HTMLResponse(html, status_code=status_code)
@@ -160,6 +159,17 @@ class Pages:
                 response, new_cookie, path=root or "/", secure=request.url.scheme == "https"
             )
         return response
+
+
+NOTICE_PARAMS = ("notice", "count")
+
+
+def here(request: Request, root: str) -> str:
+    """This page's path and query inside the dashboard, without a previous action's notice:
+    where an action's form sends the browser back to."""
+    query = [(k, v) for k, v in request.query_params.multi_items() if k not in NOTICE_PARAMS]
+    path = request.url.path.removeprefix(root) or "/"
+    return path + ("?" + urlencode(query) if query else "")
 
 
 CSP = (
