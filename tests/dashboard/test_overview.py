@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+import time
+from datetime import UTC, datetime
 
 import httpx
 
-from a2pg import Claimed, NewEvent, Target
+from a2pg import Claimed, NewEvent, Target, WorkerBeat
+from a2pg.dashboard import create_app
+from a2pg.dashboard.throughput import Throughput, sampling
 from a2pg.store import Store
+from tests.worker.helpers import until
 
 from .helpers import dead_letter
 
@@ -71,3 +76,43 @@ async def test_an_empty_store_says_so(store: Store, client: httpx.AsyncClient) -
     page = await client.get("/")
     assert "No consumer has registered" in page.text
     assert 'id="workers"' not in page.text  # hidden until workers send heartbeats
+
+
+def beat(holder: str, completed: int) -> WorkerBeat:
+    return WorkerBeat(
+        holder=holder,
+        host="host-1",
+        pid=4242,
+        consumers=("alpha", "beta"),
+        concurrency=8,
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        in_flight=3,
+        version="0.1.0",
+        interval=5.0,
+        completed=completed,
+    )
+
+
+async def test_workers_and_throughput_from_heartbeats(store: Store) -> None:
+    app = create_app(store)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://d.test")
+    throughput = app.state.dashboard.throughput
+    await store.heartbeat(beat("w-1", 100))
+    now = time.monotonic()
+    throughput.observe(await store.workers(), now - 20)
+    await store.heartbeat(beat("w-1", 140))
+    throughput.observe(await store.workers(), now)
+    async with client:
+        page = (await client.get("/")).text
+    workers = page[page.index('id="workers"') :]
+    assert "w-1" in workers and "host-1" in workers and "alpha, beta" in workers
+    assert '<td class="num">140</td>' in workers
+    assert "<strong>2.0</strong> completions/s" in page  # 40 in 20 s
+
+
+async def test_the_sampler_reads_heartbeats_while_the_app_runs(store: Store) -> None:
+    await store.heartbeat(beat("w-1", 5))
+    throughput = Throughput()
+    async with sampling(store, throughput, every=0.01):
+        await until(lambda: throughput.started_at is not None and bool(throughput.samples))
+    assert throughput.samples[0].completed == 0
