@@ -86,7 +86,7 @@ class Tab:
 
 @pytest.fixture
 async def tab(browser: Browser) -> AsyncIterator[Tab]:
-    context = await browser.new_context(viewport={"width": 1360, "height": 900})
+    context = await browser.new_context(viewport={"width": 1360, "height": 560})
     page = await context.new_page()
     page.set_default_timeout(10_000)
     opened = Tab(page)

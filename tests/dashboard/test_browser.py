@@ -15,7 +15,7 @@ from pathlib import Path
 
 from playwright.async_api import expect
 
-from a2pg import DeadLetterQuery, NewEvent, Target
+from a2pg import Claimed, DeadLetterQuery, NewEvent, Target
 from a2pg.store import Store
 
 from .conftest import Tab
@@ -203,6 +203,7 @@ async def test_the_overview_matches_the_store_and_a_bulk_retry_moves_the_lane_on
     store = postgres_store
     for n in range(3):  # work for a consumer no worker runs: ready, and lagging
         await store.append(f"queue-{n}", [NewEvent("job", {"n": n}, targets=[Target("billing")])])
+    await _held_and_backing_off(store, "email")
     await store.append("chat-1", [turn(1), turn(2, poison=True), turn(3)])
     await store.append("chat-2", [turn(1), turn(2)])
     with workers(postgres_dsn, WORKER_APP, options=WORKER_OPTIONS):
@@ -215,6 +216,7 @@ async def test_the_overview_matches_the_store_and_a_bulk_retry_moves_the_lane_on
             await expect(page.locator("#consumers")).to_contain_text("billing")
             expected = await store_numbers(store)
             assert expected["billing"]["ready"] == 3
+            assert expected["email"]["claimed"] == 1 and expected["email"]["backing_off"] == 1
             assert expected[REPLY]["dead_letters"] == 1 and expected[REPLY]["blocked_lanes"] == 1
             assert overview_numbers(await page.content()) == expected
             if await store.workers():  # once workers send heartbeats
@@ -224,7 +226,7 @@ async def test_the_overview_matches_the_store_and_a_bulk_retry_moves_the_lane_on
             keep_for_readme(await shoot(tab, artifacts, "overview"))
 
             await page.goto(url + "/sessions")
-            await expect(page.locator("#sessions tbody tr")).to_have_count(5)
+            await expect(page.locator("#sessions tbody tr")).to_have_count(7)
             await shoot(tab, artifacts, "sessions")
 
             await page.goto(url + "/dead-letters")
@@ -244,10 +246,31 @@ async def test_the_overview_matches_the_store_and_a_bulk_retry_moves_the_lane_on
     assert tab.dialogs == []
 
 
+async def _held_and_backing_off(store: Store, consumer: str) -> None:
+    """A head under a lease and one waiting for its retry, claimed by this test."""
+    for session_id in ("mail-1", "mail-2"):
+        await store.append(
+            session_id, [NewEvent("send", {"to": session_id}, targets=[Target(consumer)])]
+        )
+        claimed = await store.claim_available(session_id, holder="ops-test", ttl=600)
+        assert isinstance(claimed, Claimed)
+    head = claimed.heads[0]
+    await store.fail_attempt(
+        "mail-2",
+        consumer=consumer,
+        lane=None,
+        index=head.index,
+        attempt=head.attempt,
+        error="SMTP 451: try later",
+        max_failures=5,
+        retry_after=600,
+    )
+
+
 async def _settled(store: Store) -> bool:
     """Nothing claimed or ready but the unserved consumer's work."""
     stats = {s.consumer: s for s in await store.consumer_stats()}
-    busy = [s for name, s in stats.items() if name != "billing" and (s.ready or s.claimed)]
+    busy = [s for name, s in stats.items() if name in (REPLY, SCORE) and (s.ready or s.claimed)]
     return not busy and REPLY in stats and stats[REPLY].blocked == 1
 
 
