@@ -196,3 +196,14 @@ async def test_a_redrive_of_what_is_no_longer_dead_says_so(
     assert second.headers["location"].endswith("notice=missing&count=0")
     shown = await client.get(second.headers["location"])
     assert "no longer dead-lettered" in shown.text
+
+
+async def test_a_session_page_lists_a_bounded_number_of_cursors(
+    store: Store, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("a2pg.dashboard.pages.sessions.ROWS_SHOWN", 2)
+    await store.append("s1", [NewEvent("job", n, targets=[Target("w")]) for n in range(5)])
+    page = (await client.get("/session", params={"id": "s1"})).text
+    cursors = page[page.index('id="cursors"') : page.index('id="events"')]
+    assert cursors.count("<tr>") == 1 + 2  # the header and two rows
+    assert "and 3 more" in cursors

@@ -16,6 +16,9 @@ from ..params import integer, text
 from ..state import EVENTS_PAGE, SESSIONS_PAGE, dashboard_of
 
 SORTS = ("id", "lag")
+ROWS_SHOWN = 200
+"""Cursors and dead letters a session page lists at most (a session may have thousands
+of event cursors)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,4 +129,5 @@ async def session_page(request: Request) -> Response:
         cursors=cursors,
         dead_letters=dead,
         now=datetime.now(UTC),
+        shown=ROWS_SHOWN,
     )
