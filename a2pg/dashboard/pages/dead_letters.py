@@ -24,7 +24,7 @@ class Filters:
     error: str | None
     session: str | None
 
-    def query(self, *, after: DeadLetterKey | None, limit: int) -> DeadLetterQuery:
+    def to_query(self, *, after: DeadLetterKey | None, limit: int) -> DeadLetterQuery:
         return DeadLetterQuery(
             consumer=self.consumer,
             error=self.error,
@@ -70,7 +70,7 @@ async def dead_letters_page(request: Request) -> Response:
     filters = filters_of(q)
     after = decode_key(text(q, "after"))
     heads = await dash.store.find_dead_letters(
-        filters.query(after=after, limit=DEAD_LETTERS_PAGE + 1)
+        filters.to_query(after=after, limit=DEAD_LETTERS_PAGE + 1)
     )
     more = len(heads) > DEAD_LETTERS_PAGE
     heads = heads[:DEAD_LETTERS_PAGE]
@@ -90,7 +90,7 @@ async def matching(store: Store, filters: Filters, limit: int) -> tuple[list[Hea
     found: list[Head] = []
     after: DeadLetterKey | None = None
     while len(found) <= limit:
-        page = await store.find_dead_letters(filters.query(after=after, limit=100))
+        page = await store.find_dead_letters(filters.to_query(after=after, limit=100))
         found.extend(page)
         if len(page) < 100:
             break
