@@ -248,13 +248,15 @@ async def test_the_overview_matches_the_store_and_a_bulk_retry_moves_the_lane_on
 
 async def _held_and_backing_off(store: Store, consumer: str) -> None:
     """A head under a lease and one waiting for its retry, claimed by this test."""
+    heads = []
     for session_id in ("mail-1", "mail-2"):
         await store.append(
             session_id, [NewEvent("send", {"to": session_id}, targets=[Target(consumer)])]
         )
         claimed = await store.claim_available(session_id, holder="ops-test", ttl=600)
         assert isinstance(claimed, Claimed)
-    head = claimed.heads[0]
+        heads += claimed.heads
+    head = heads[-1]
     await store.fail_attempt(
         "mail-2",
         consumer=consumer,
