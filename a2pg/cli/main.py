@@ -79,7 +79,12 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text:
+        is_flag = action.nargs == 0  # --x / --no-x: its default says nothing useful
+        if (
+            not is_flag
+            and action.default not in (None, False, argparse.SUPPRESS)
+            and "%(default)" not in text
+        ):
             text += " (default: %(default)s)"
         return text
 
