@@ -25,7 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "bench": FACE | {"bench", "worker", "postgres"},
     "dashboard": FACE | {"dashboard"},
     "cli": FACE | {"cli", "worker", "demo", "bench", "postgres", "dashboard", "__init__"},
-    "testing": FACE | {"postgres"},
+    "testing": FACE | {"postgres", "worker"},
     "__init__": FACE | {"memory", "postgres", "worker"},
 }
 """What each part of the package may import (its first component under ``a2pg``)."""

@@ -8,7 +8,14 @@ from typing import Any, TextIO
 
 from ..bench import BenchConfig, BenchFailed, run_bench
 from . import output as out
-from .common import EXIT_FAILED, EXIT_OK, export_store_options, fail, store_options
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    export_store_options,
+    fail,
+    require_embedded_or_dsn,
+    store_options,
+)
 from .options import from_args
 
 COLUMNS = ("figure", "median", "spread", "x ceiling", "target", "met")
@@ -70,6 +77,8 @@ def _load(values: list[float] | None) -> str:
 
 async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
     config = from_args(BenchConfig, args)
+    if args.dsn is None:
+        require_embedded_or_dsn()
     export_store_options(store_options(args))  # the bench's stores and worker processes
     try:
         if args.dsn is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..demo import DemoConfig, DemoFailed, DemoRun, run_demo
 from ..demo.progress import ProgressBar
 from . import output as out
-from .common import EXIT_FAILED, EXIT_OK, fail, store_options
+from .common import EXIT_FAILED, EXIT_OK, fail, require_embedded_or_dsn, store_options
 from .options import from_args
 
 if TYPE_CHECKING:
@@ -59,6 +59,8 @@ def print_report(stdout: TextIO, data: dict[str, Any], run: DemoRun) -> None:
 
 async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
     config = from_args(DemoConfig, args)
+    if args.dsn is None:
+        require_embedded_or_dsn()
     serving = _dashboard(args)
     bar = ProgressBar(config.units, sys.stderr, label="completions")
 

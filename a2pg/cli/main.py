@@ -74,6 +74,12 @@ A consumer's event cursor and any of its lanes may all be dead-lettered at one I
 that cursor has no dead-lettered head at INDEX."""
 
 
+MIGRATE_SQL_HELP = (
+    "print the migration's SQL (from an empty schema to the head, for a DBA to run) "
+    "instead of running it; needs no database"
+)
+
+
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the epilog's layout and shows each option's default where it has one."""
 
@@ -196,7 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=_Formatter,
         )
 
-    command("migrate", "create or upgrade the a2pg schema (idempotent, safe to run concurrently)")
+    migrate = command(
+        "migrate", "create or upgrade the a2pg schema (idempotent, safe to run concurrently)"
+    )
+    migrate.add_argument("--sql", action="store_true", help=MIGRATE_SQL_HELP)
     command("check", "check the schema layout is current (exit 4 when `a2pg migrate` is needed)")
 
     worker = command("worker", "run the consumers of MODULE:APP until SIGINT/SIGTERM")
@@ -297,7 +306,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         return EXIT_USAGE
     stream = stdout or sys.stdout
     try:
-        args.dsn = resolve_dsn(args.dsn, required=args.command not in EMBEDDED_OK)
+        no_database = args.command in EMBEDDED_OK or getattr(args, "sql", False)
+        args.dsn = resolve_dsn(args.dsn, required=not no_database)
         args.schema = resolve_schema(args.schema)
         check_dsn(args.dsn)
         with scrubbed_logs(args.dsn):
