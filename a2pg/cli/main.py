@@ -28,6 +28,7 @@ from typing import TextIO
 from .. import __version__
 from ..bench.config import BenchConfig
 from ..demo.config import DemoConfig
+from . import dashboard
 from .common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
@@ -220,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
         DEMO_DETAILS,
     )
     add_options(demo, DemoConfig)
+    dashboard.add_demo_options(demo)
 
     bench = command(
         "bench",
@@ -268,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="print the stored events and exit",
     )
+    dashboard.add_parser(command)
     return parser
 
 
@@ -286,6 +289,7 @@ def _commands() -> dict[str, Command]:
         "redrive": inspect.cmd_redrive,
         "tail": inspect.cmd_tail,
         "metrics": cmd_metrics,
+        "dashboard": dashboard.cmd_dashboard,
     }
     return commands
 
