@@ -1,4 +1,4 @@
-"""The package's layers: cli -> worker, demo, bench -> the Store protocol <- backends.
+"""The package's layers: cli -> worker, demo, bench, dashboard -> the Store protocol <- backends.
 
 No module imports from a layer above its own, and the backends know nothing of each
 other nor of the worker: every rule they share lives in the contract layer below them.
@@ -21,9 +21,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "memory": FACE | {"memory"},
     "postgres": FACE | {"postgres"},
     "worker": FACE | {"worker"},
+    "observability": FACE | {"observability", "worker", "__init__"},
     "demo": FACE | {"demo", "worker", "postgres"},
     "bench": FACE | {"bench", "worker", "postgres"},
-    "cli": FACE | {"cli", "worker", "demo", "bench", "postgres", "__init__"},
+    "dashboard": FACE | {"dashboard"},
+    "cli": FACE
+    | {"cli", "worker", "demo", "bench", "postgres", "observability", "dashboard", "__init__"},
     "testing": FACE | {"postgres", "worker"},
     "__init__": FACE | {"memory", "postgres", "worker"},
 }
@@ -84,7 +87,10 @@ def test_the_package_root_holds_only_its_face_and_subpackages() -> None:
     modules = {p.stem for p in PACKAGE.glob("*.py")}
     assert modules == {"__init__", "testing"} | (FACE - {"contract"})
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert packages == {"contract", "memory", "postgres", "worker", "cli", "demo", "bench"}
+    assert packages == {
+        *("contract", "memory", "postgres", "worker", "cli", "demo", "bench"),
+        *("observability", "dashboard"),
+    }
 
 
 def test_the_checker_sees_relative_and_absolute_imports(tmp_path: pathlib.Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import sys
 from typing import Any, TextIO
 
 from ..postgres.connect import check_reachable
@@ -97,14 +96,11 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     """Waits for the database (``--wait``), then runs the app's consumers until SIGTERM or
     SIGINT, then drains and exits 0."""
     from ..worker import serve
+    from .observe import setup_logging, worker_observers
     from .startup import store_when_reachable
 
     settings = worker_settings(args)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(args)
     app = load_app(args.app)
     opening = store_when_reachable(
         args.dsn,
@@ -113,16 +109,20 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
         every=settings.poll_interval,
         **store_options(args),
     )
-    async with opening as store:
-        served: Store = store
-        if args.no_listen:
-            from ..worker.polling import PollingOnly
+    with worker_observers(args) as observers:
+        async with opening as store:
+            served: Store = store
+            if args.no_listen:
+                from ..worker.polling import PollingOnly
 
-            served = PollingOnly(store)
-        names = ", ".join(c.name for c in app.consumers)
-        logging.getLogger("a2pg.worker").info(
-            "serving %s on %s%s", names, describe_dsn(args.dsn), " (polling only)" * args.no_listen
-        )
-        stats = await serve(served, app, settings=settings)
-    logging.getLogger("a2pg.worker").info("stopped: %s", stats)
+                served = PollingOnly(store)
+            names = ", ".join(c.name for c in app.consumers)
+            logging.getLogger("a2pg.worker").info(
+                "serving %s on %s%s",
+                names,
+                describe_dsn(args.dsn),
+                " (polling only)" * args.no_listen,
+            )
+            with observers.watching(store):  # the worker logs its stats once, as it stops
+                await serve(served, app, settings=settings, hooks=observers.hooks)
     return EXIT_OK

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..demo import DemoConfig, DemoFailed, DemoRun, run_demo
 from ..demo.progress import ProgressBar
 from . import output as out
 from .common import EXIT_FAILED, EXIT_OK, fail, require_embedded_or_dsn, store_options
 from .options import from_args
+
+if TYPE_CHECKING:
+    from .dashboard import Serving
 
 
 def report(run: DemoRun, where: str) -> dict[str, Any]:
@@ -58,24 +61,54 @@ async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
     config = from_args(DemoConfig, args)
     if args.dsn is None:
         require_embedded_or_dsn()
+    serving = _dashboard(args)
     bar = ProgressBar(config.units, sys.stderr, label="completions")
+
+    async def finish(run: DemoRun, where: str, dsn: str) -> int:
+        bar.say("done")
+        data = report(run, where)
+        if args.json:
+            out.write_json(stdout, data)
+        else:
+            print_report(stdout, data, run)
+        if serving is not None:
+            from ..postgres.connect import open_store
+            from .dashboard import serve_store
+
+            async with open_store(dsn, args.schema, **store_options(args)) as store:
+                await serve_store(store, serving, stdout)
+        return EXIT_OK if data["ok"] else EXIT_FAILED
+
     try:
         if args.dsn is not None:
             run = await run_demo(args.dsn, args.schema, config, bar, store_options(args))
-            data = report(run, "the given")
-        else:
-            from ..postgres.embedded import embedded_postgres
+            return await finish(run, "the given", args.dsn)
+        from ..postgres.embedded import embedded_postgres
 
-            bar.say("starting an embedded PostgreSQL in a temporary directory")
-            with embedded_postgres() as dsn:
-                run = await run_demo(dsn, args.schema, config, bar, store_options(args))
+        bar.say("starting an embedded PostgreSQL in a temporary directory")
+        with embedded_postgres() as dsn:
+            run = await run_demo(dsn, args.schema, config, bar, store_options(args))
+            try:
+                return await finish(run, "embedded", dsn)
+            finally:
                 bar.say("stopping the embedded PostgreSQL")
-            data = report(run, "embedded")
     except DemoFailed as exc:
         fail(EXIT_FAILED, str(exc))
-    bar.say("done")
-    if args.json:
-        out.write_json(stdout, data)
-    else:
-        print_report(stdout, data, run)
-    return EXIT_OK if data["ok"] else EXIT_FAILED
+    finally:
+        if serving is not None:
+            serving.listener.sock.close()
+
+
+def _dashboard(args: argparse.Namespace) -> Serving | None:
+    """``--dashboard``: the address checked and taken before the demo runs."""
+    if not getattr(args, "dashboard", False):
+        return None
+    from .dashboard import prepare
+
+    return prepare(
+        host=args.dashboard_host,
+        port=args.dashboard_port,
+        root_path=args.dashboard_root_path,
+        refresh=args.dashboard_refresh,
+        read_only=False,
+    )
