@@ -225,10 +225,20 @@ class Listener:
             except Exception as exc:  # the listener must outlive anything but close()
                 failures += 1
                 delay = self._reconnect.delay(failures)
-                if isinstance(exc, psycopg.Error | OSError):
+                if isinstance(exc, psycopg.OperationalError | OSError):
                     reason = self._scrub(str(exc))
                     log.warning(
                         "a2pg listener lost its connection (%s); again in %.2fs", reason, delay
+                    )
+                elif isinstance(exc, psycopg.Error):
+                    # Connected, but refused (a revoked grant, a dropped table): retrying
+                    # cannot help until someone fixes it, so say what to fix, loudly.
+                    log.error(
+                        "a2pg listener was refused by the database (%s: %s); streams and "
+                        "wakeups hear nothing until that is fixed; again in %.2fs",
+                        type(exc).__name__,
+                        self._scrub(str(exc)),
+                        delay,
                     )
                 else:
                     log.exception("a2pg listener failed; again in %.2fs", delay)

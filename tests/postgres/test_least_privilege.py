@@ -44,6 +44,7 @@ from a2pg.postgres.migrate import upgrade
 from a2pg.testing import scratch_database, unique_name
 from a2pg.worker import App
 from tests.postgres.support import POLL_INTERVAL, TIMEOUT
+from tests.worker.helpers import until
 
 pytestmark = pytest.mark.postgres
 
@@ -492,3 +493,30 @@ def test_a_worker_without_the_grants_exits_at_once_naming_the_refusal(
     assert worker.stderr.endswith(f"a2pg: error: database error: {refused}\n")
     assert "Traceback" not in worker.stderr
     assert MARKER not in worker.stdout + worker.stderr
+
+
+async def test_a_grant_revoked_under_a_running_listener_is_named_not_taken_for_an_outage(
+    database: str, make_role: MakeRole, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal is not a lost connection: the log says what to fix, at ERROR."""
+    role = make_role(runtime_grants)
+    listener = await _open(as_role(database, role), poll_interval=POLL_INTERVAL)
+    wakeups = listener.wakeups()
+    try:
+        assert await asyncio.wait_for(anext(wakeups), TIMEOUT) is None  # listening
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("revoke select on {} from {}").format(
+                    _table("a2_cursors"), sql.Identifier(role)
+                )
+            )
+
+        await until(lambda: "listener was refused by the database" in caplog.text, within=TIMEOUT)
+    finally:
+        await wakeups.aclose()
+        await listener.close()
+    [level] = {r.levelno for r in caplog.records if "listener was refused" in r.getMessage()}
+    assert level == logging.ERROR
+    assert "(InsufficientPrivilege: permission denied for table a2_cursors)" in caplog.text
+    assert "lost its connection" not in caplog.text
+    assert MARKER not in caplog.text
