@@ -21,6 +21,8 @@ CLEAR_EVENT_TYPE = "a2.cleared"
 CursorKind = Literal["event", "lane", "log"]
 FailOutcome = Literal["failed", "dead_lettered", "superseded"]
 RedriveAction = Literal["retry", "skip"]
+CursorState = Literal["idle", "BLOCKED", "dead-letter", "held", "backoff", "ready"]
+"""What a cursor is doing, as listings say it (``Cursor.state``); blocked lanes shout."""
 
 
 @final
@@ -164,6 +166,19 @@ class Cursor:
     def blocked(self) -> bool:
         """A dead-lettered lane or log head holds back every later event of its cursor."""
         return self.dead_lettered and self.kind != "event"
+
+    def state(self, now: datetime) -> CursorState:
+        """One word for what it does at ``now``: the CLI and the dashboard both show it."""
+        d = self.dispatch
+        if self.head is None:
+            return "idle"
+        if self.blocked:
+            return "BLOCKED"
+        if self.dead_lettered:
+            return "dead-letter"
+        if d.claim_expires_at is not None and d.claim_expires_at > now:
+            return "held" if d.claim_holder is not None else "backoff"
+        return "ready"
 
 
 @dataclass(frozen=True, slots=True)

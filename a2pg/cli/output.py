@@ -73,20 +73,6 @@ def render_table(columns: Sequence[str], rows: Sequence[Row], *, empty: str) -> 
     return "\n".join([header, rule, *(line(t) for t in texts)]) + "\n"
 
 
-def cursor_state(cursor: Cursor, now: datetime) -> str:
-    """One word saying what a cursor is doing, so blocked lanes stand out."""
-    d = cursor.dispatch
-    if cursor.head is None:
-        return "idle"
-    if cursor.blocked:
-        return "BLOCKED"
-    if cursor.dead_lettered:
-        return "dead-letter"
-    if d.claim_expires_at is not None and d.claim_expires_at > now:
-        return "held" if d.claim_holder is not None else "backoff"
-    return "ready"
-
-
 def session_rows(sessions: Sequence[SessionInfo]) -> list[dict[str, Any]]:
     return [dataclasses.asdict(s) for s in sessions]
 
@@ -111,7 +97,7 @@ def cursor_rows(cursors: Sequence[Cursor], now: datetime) -> list[dict[str, Any]
             "kind": c.kind,
             "position": c.position,
             "head": c.head,
-            "state": cursor_state(c, now),
+            "state": c.state(now),
             "attempts": c.dispatch.attempt_count,
             "failures": c.dispatch.failure_count,
             "holder": c.dispatch.claim_holder,
@@ -140,7 +126,7 @@ def cursor_json(cursor: Cursor, now: datetime) -> dict[str, Any]:
     data: dict[str, Any] = to_jsonable(cursor)
     data["dead_lettered"] = cursor.dead_lettered
     data["blocked"] = cursor.blocked
-    data["state"] = cursor_state(cursor, now)
+    data["state"] = cursor.state(now)
     return data
 
 

@@ -17,7 +17,7 @@ from jinja2 import Environment, PackageLoader
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from ..models import Cursor, Dispatch, StoredEvent
+from ..models import StoredEvent
 from .security import Csrf
 
 COLLAPSE_CHARS = 400
@@ -65,25 +65,6 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
-def cursor_state(cursor: Cursor, now: datetime) -> str:
-    """One word saying what a cursor is doing (as ``a2pg cursors`` says it)."""
-    if cursor.head is None:
-        return "idle"
-    if cursor.blocked:
-        return "BLOCKED"
-    if cursor.dead_lettered:
-        return "dead-letter"
-    return dispatch_state(cursor.dispatch, now)
-
-
-def dispatch_state(d: Dispatch, now: datetime) -> str:
-    if d.failed_at is not None:
-        return "dead-letter"
-    if d.claim_expires_at is not None and d.claim_expires_at > now:
-        return "held" if d.claim_holder is not None else "backoff"
-    return "ready"
-
-
 def lane_label(lane: str | None) -> str:
     return "(event)" if lane is None else lane
 
@@ -108,8 +89,6 @@ def _environment() -> Environment:
     env.filters["lane"] = lane_label
     env.filters["payload"] = payload_view
     env.filters["cause"] = event_cause
-    env.globals["cursor_state"] = cursor_state
-    env.globals["dispatch_state"] = dispatch_state
     return env
 
 

@@ -9,7 +9,6 @@ from a2pg.cli.output import (
     CURSOR_COLUMNS,
     cursor_json,
     cursor_rows,
-    cursor_state,
     dead_letter_json,
     dead_letter_row,
     dumps,
@@ -61,14 +60,14 @@ def cursor(kind: str, *, failed: bool = False, held: bool = False, head: int | N
 
 
 def test_cursor_states_make_blocked_lanes_obvious() -> None:
-    assert cursor_state(cursor("lane", failed=True), NOW) == "BLOCKED"
-    assert cursor_state(cursor("log", failed=True), NOW) == "BLOCKED"
-    assert cursor_state(cursor("event", failed=True), NOW) == "dead-letter"
-    assert cursor_state(cursor("lane", held=True), NOW) == "held"
-    assert cursor_state(cursor("lane"), NOW) == "ready"
-    assert cursor_state(cursor("lane", head=None), NOW) == "idle"
+    assert cursor("lane", failed=True).state(NOW) == "BLOCKED"
+    assert cursor("log", failed=True).state(NOW) == "BLOCKED"
+    assert cursor("event", failed=True).state(NOW) == "dead-letter"
+    assert cursor("lane", held=True).state(NOW) == "held"
+    assert cursor("lane").state(NOW) == "ready"
+    assert cursor("lane", head=None).state(NOW) == "idle"
     backing_off = Cursor("c", None, "event", 0, 1, Dispatch(claim_expires_at=NOW + timedelta(1)))
-    assert cursor_state(backing_off, NOW) == "backoff"
+    assert backing_off.state(NOW) == "backoff"
 
 
 def test_cursor_rows_and_json() -> None:
