@@ -13,13 +13,14 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "a2pg"
 
-FACE = frozenset({"models", "errors", "ids", "wakeups", "backoff", "store", "contract"})
+FACE = frozenset({"models", "errors", "ids", "wakeups", "backoff", "store", "contract", "sqlnames"})
 """The package's face: the contract's types, errors and rules, shared by everything."""
 
 ALLOWED: dict[str, frozenset[str]] = {
     **{part: FACE for part in FACE},
     "memory": FACE | {"memory"},
     "postgres": FACE | {"postgres"},
+    "sqlite": FACE | {"sqlite"},
     "worker": FACE | {"worker"},
     "demo": FACE | {"demo", "worker", "postgres"},
     "bench": FACE | {"bench", "worker", "postgres"},
@@ -84,7 +85,16 @@ def test_the_package_root_holds_only_its_face_and_subpackages() -> None:
     modules = {p.stem for p in PACKAGE.glob("*.py")}
     assert modules == {"__init__", "testing"} | (FACE - {"contract"})
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert packages == {"contract", "memory", "postgres", "worker", "cli", "demo", "bench"}
+    assert packages == {
+        "contract",
+        "memory",
+        "postgres",
+        "sqlite",
+        "worker",
+        "cli",
+        "demo",
+        "bench",
+    }
 
 
 def test_the_checker_sees_relative_and_absolute_imports(tmp_path: pathlib.Path) -> None:
