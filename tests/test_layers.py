@@ -22,11 +22,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "postgres": FACE | {"postgres"},
     "sqlite": FACE | {"sqlite"},
     "worker": FACE | {"worker"},
-    "demo": FACE | {"demo", "worker", "postgres"},
-    "bench": FACE | {"bench", "worker", "postgres"},
-    "cli": FACE | {"cli", "worker", "demo", "bench", "postgres", "__init__"},
+    "demo": FACE | {"demo", "worker", "postgres", "sqlite"},
+    "bench": FACE | {"bench", "worker", "postgres", "sqlite"},
+    "cli": FACE | {"cli", "worker", "demo", "bench", "postgres", "sqlite", "__init__"},
     "testing": FACE | {"postgres"},
-    "__init__": FACE | {"memory", "postgres", "worker"},
+    "__init__": FACE | {"memory", "postgres", "sqlite", "worker"},
 }
 """What each part of the package may import (its first component under ``a2pg``)."""
 

@@ -14,7 +14,16 @@ from ..postgres.connect import check_reachable
 from ..store import Store
 from ..worker import App, WorkerSettings
 from . import output as out
-from .common import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, describe_dsn, fail, store_options
+from .common import (
+    EXIT_NOT_MIGRATED,
+    EXIT_OK,
+    EXIT_USAGE,
+    describe_dsn,
+    fail,
+    open_cli_store,
+    sqlite_path,
+    store_options,
+)
 from .options import from_args
 
 
@@ -26,10 +35,11 @@ def _schema(args: argparse.Namespace) -> str:
 
 
 def _layout_json(status: Any) -> dict[str, Any]:
+    where = {"path": status.path} if hasattr(status, "path") else {"schema": status.schema}
     return {
         "state": status.state,
         "current": status.is_current,
-        "schema": status.schema,
+        **where,
         "revision": status.revision,
         "expected": status.expected,
         "description": status.describe(),
@@ -39,6 +49,14 @@ def _layout_json(status: Any) -> dict[str, Any]:
 
 async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
     """Applies the migrations, then reports the layout the way ``check`` does."""
+    path = sqlite_path(args)
+    if path is not None:
+        from ..sqlite.layout import inspect_file
+        from ..sqlite.migrate import upgrade as upgrade_file
+
+        before = await asyncio.to_thread(inspect_file, path)
+        after = await asyncio.to_thread(upgrade_file, path)
+        return _migrated(args, stdout, before, after)
     from ..postgres.layout import inspect_layout
     from ..postgres.migrate import upgrade
 
@@ -47,6 +65,10 @@ async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
     before = await asyncio.to_thread(inspect_layout, args.dsn, schema)
     await asyncio.to_thread(upgrade, args.dsn, schema)
     after = await asyncio.to_thread(inspect_layout, args.dsn, schema)
+    return _migrated(args, stdout, before, after)
+
+
+def _migrated(args: argparse.Namespace, stdout: TextIO, before: Any, after: Any) -> int:
     if args.json:
         out.write_json(stdout, {"before": _layout_json(before), "after": _layout_json(after)})
     elif before.is_current:
@@ -58,11 +80,17 @@ async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
 
 async def cmd_check(args: argparse.Namespace, stdout: TextIO) -> int:
     """Exit 0 when the layout is current; 4, naming the fix, when it is not."""
-    from ..postgres.layout import inspect_layout
+    path = sqlite_path(args)
+    status: Any
+    if path is not None:
+        from ..sqlite.layout import inspect_file
 
-    schema = _schema(args)
-    await check_reachable(args.dsn)
-    status = await asyncio.to_thread(inspect_layout, args.dsn, schema)
+        status = await asyncio.to_thread(inspect_file, path)
+    else:
+        from ..postgres.layout import inspect_layout
+
+        await check_reachable(args.dsn)
+        status = await asyncio.to_thread(inspect_layout, args.dsn, _schema(args))
     if args.json:
         out.write_json(stdout, _layout_json(status))
     elif status.is_current:
@@ -120,8 +148,8 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
 
 async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     """Waits for the database (``--wait``), then runs the app's consumers until SIGTERM or
-    SIGINT, then drains and exits 0."""
-    from ..worker import serve
+    SIGINT, then drains and exits 0. A SQLite file (``--sqlite``) is opened at once: a
+    missing or unmigrated one exits 4."""
     from .startup import store_when_reachable
 
     settings = worker_settings(args)
@@ -131,6 +159,9 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
         stream=sys.stderr,
     )
     app = load_app(args.app)
+    if sqlite_path(args) is not None:
+        async with open_cli_store(args) as store:
+            return await _serve(args, store, app, settings, f"SQLite {sqlite_path(args)}")
     opening = store_when_reachable(
         args.dsn,
         args.schema,
@@ -139,15 +170,23 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
         **store_options(args),
     )
     async with opening as store:
-        served: Store = store
-        if args.no_listen:
-            from ..worker.polling import PollingOnly
+        return await _serve(args, store, app, settings, describe_dsn(args.dsn))
 
-            served = PollingOnly(store)
-        names = ", ".join(c.name for c in app.consumers)
-        logging.getLogger("a2pg.worker").info(
-            "serving %s on %s%s", names, describe_dsn(args.dsn), " (polling only)" * args.no_listen
-        )
-        stats = await serve(served, app, settings=settings)
+
+async def _serve(
+    args: argparse.Namespace, store: Store, app: App, settings: WorkerSettings, where: str
+) -> int:
+    from ..worker import serve
+
+    served = store
+    if args.no_listen:
+        from ..worker.polling import PollingOnly
+
+        served = PollingOnly(store)
+    names = ", ".join(c.name for c in app.consumers)
+    logging.getLogger("a2pg.worker").info(
+        "serving %s on %s%s", names, where, " (polling only)" * args.no_listen
+    )
+    stats = await serve(served, app, settings=settings)
     logging.getLogger("a2pg.worker").info("stopped: %s", stats)
     return EXIT_OK

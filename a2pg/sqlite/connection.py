@@ -70,8 +70,14 @@ def connect(
         conn.row_factory = sqlite3.Row
         conn.execute(f"pragma busy_timeout = {round(busy_timeout * 1000)}")
         conn.execute(f"pragma synchronous = {synchronous}")
-    except BaseException:
+    except BaseException as exc:
         conn.close()
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+            exc, sqlite3.OperationalError
+        ):
+            from .layout import LayoutStatus
+
+            raise LayoutStatus("foreign", str(path), None).error() from None
         raise
     return conn
 

@@ -37,7 +37,9 @@ TABLES = (
 )
 """Every table the head revision has; a test checks this against a migrated file."""
 
-LayoutState = Literal["current", "missing", "empty", "older", "newer", "pre-consumer", "unknown"]
+LayoutState = Literal[
+    "current", "missing", "foreign", "empty", "older", "newer", "pre-consumer", "unknown"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,8 @@ class LayoutStatus:
             return f"{where} has the a2pg layout {LAYOUT} at revision {self.revision} (current)"
         if self.state == "missing":
             return f"there is no SQLite database at {self.path}"
+        if self.state == "foreign":
+            return f"the file {self.path} is not a SQLite database"
         if self.state == "empty":
             return f"{where} has no a2pg tables"
         if self.state == "older":
@@ -85,7 +89,9 @@ class LayoutStatus:
         if self.state in ("missing", "empty", "older"):
             return f"run `a2pg migrate --sqlite {self.path}`"
         if self.state == "newer":
-            return "use the newer a2pg that migrated it"
+            return "use the newer a2pg whose `a2pg migrate` made it"
+        if self.state == "foreign":
+            return "point the store at another file (`a2pg migrate --sqlite PATH` makes one)"
         if self.state == "pre-consumer":
             return (
                 "a2pg cannot convert it (nor could the seed): delete it, or point the store "
@@ -104,12 +110,18 @@ class LayoutStatus:
 def inspect_connection(conn: sqlite3.Connection, path: Path) -> LayoutStatus:
     """What the file of ``conn`` holds, read in the connection's transaction, if any."""
     where = str(path)
-    tables = {
-        str(row[0])
-        for row in conn.execute(
-            "select name from sqlite_master where type = 'table' and name like 'a2!_%' escape '!'"
-        )
-    }
+    try:
+        tables = {
+            str(row[0])
+            for row in conn.execute(
+                "select name from sqlite_master where type = 'table'"
+                " and name like 'a2!_%' escape '!'"
+            )
+        }
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError):
+            raise  # locked, unreadable: not a verdict on the file
+        return LayoutStatus("foreign", where, None)
     if "a2_events" in tables:
         columns = {str(row[1]) for row in conn.execute("pragma table_info(a2_events)")}
         if "processed_at" in columns:

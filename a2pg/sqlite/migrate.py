@@ -68,7 +68,7 @@ def upgrade_connection(conn: sqlite3.Connection, path: Path) -> LayoutStatus:
     conn.execute("begin immediate")
     try:
         status = inspect_connection(conn, path)
-        if status.state in ("pre-consumer", "newer", "unknown"):
+        if status.state in ("foreign", "pre-consumer", "newer", "unknown"):
             raise status.error()
         done = 0 if status.revision is None else REVISIONS.index(status.revision) + 1
         for migration in migrations()[done:]:
