@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any, TextIO
 
 from ..demo import DemoConfig, DemoFailed, DemoRun, run_demo
 from ..demo.progress import ProgressBar
 from . import output as out
-from .common import EXIT_FAILED, EXIT_OK, fail, store_options
+from .common import EXIT_FAILED, EXIT_OK, fail, sqlite_path, store_options
 from .options import from_args
 
 
@@ -18,7 +20,7 @@ def report(run: DemoRun, where: str) -> dict[str, Any]:
     found = run.checks
     return {
         "ok": all(check.ok for check in found),
-        "database": f"{where} PostgreSQL {run.server}",
+        "database": f"{where} {run.server}",
         "sessions": c.sessions,
         "turns": c.turns,
         "workers": c.workers,
@@ -54,11 +56,29 @@ def print_report(stdout: TextIO, data: dict[str, Any], run: DemoRun) -> None:
         stdout.write("worker output (last lines):\n" + run.worker_log[-1500:] + "\n")
 
 
+async def _on_sqlite(
+    args: argparse.Namespace, config: DemoConfig, bar: ProgressBar
+) -> tuple[DemoRun, str]:
+    """The demo on ``--sqlite PATH``, or on a temporary file when PATH is left out."""
+    from ..demo.targets import SqliteTarget
+
+    path = sqlite_path(args)
+    if path is not None:
+        return await run_demo(SqliteTarget(path), None, config, bar), f"the file {path},"
+    with tempfile.TemporaryDirectory(prefix="a2pg-demo-sqlite-") as folder:
+        bar.say(f"a temporary SQLite file in {folder}")
+        run = await run_demo(SqliteTarget(Path(folder) / "demo.db"), None, config, bar)
+    return run, "a temporary file,"
+
+
 async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
     config = from_args(DemoConfig, args)
     bar = ProgressBar(config.units, sys.stderr, label="completions")
     try:
-        if args.dsn is not None:
+        if getattr(args, "sqlite", None) is not None:
+            run, where = await _on_sqlite(args, config, bar)
+            data = report(run, where)
+        elif args.dsn is not None:
             run = await run_demo(args.dsn, args.schema, config, bar, store_options(args))
             data = report(run, "the given")
         else:

@@ -72,9 +72,7 @@ def connect(
         conn.execute(f"pragma synchronous = {synchronous}")
     except BaseException as exc:
         conn.close()
-        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
-            exc, sqlite3.OperationalError
-        ):
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
             from .layout import LayoutStatus
 
             raise LayoutStatus("foreign", str(path), None).error() from None

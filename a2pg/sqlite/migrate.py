@@ -62,14 +62,19 @@ def migrations() -> tuple[Migration, ...]:
     return tuple(found)
 
 
+def refuse_unmigratable(status: LayoutStatus) -> None:
+    """``STORE_NOT_CONFIGURED`` for what no migration can fix (nothing is written first)."""
+    if status.state in ("foreign", "pre-consumer", "newer", "unknown"):
+        raise status.error()
+
+
 def upgrade_connection(conn: sqlite3.Connection, path: Path) -> LayoutStatus:
     """Brings the file of ``conn`` (autocommit, WAL) to the head revision, in one
     transaction; refuses (``STORE_NOT_CONFIGURED``) a layout it cannot migrate."""
     conn.execute("begin immediate")
     try:
         status = inspect_connection(conn, path)
-        if status.state in ("foreign", "pre-consumer", "newer", "unknown"):
-            raise status.error()
+        refuse_unmigratable(status)
         done = 0 if status.revision is None else REVISIONS.index(status.revision) + 1
         for migration in migrations()[done:]:
             for statement in migration.statements:
@@ -96,6 +101,7 @@ def upgrade(path: object, *, busy_timeout: float = BUSY_TIMEOUT) -> LayoutStatus
         file.parent.mkdir(parents=True, exist_ok=True)
     conn = connect(file, create=True, busy_timeout=busy_timeout)
     try:
+        refuse_unmigratable(inspect_connection(conn, file))  # before WAL mode writes a byte
         use_wal(conn)
         return upgrade_connection(conn, file)
     finally:

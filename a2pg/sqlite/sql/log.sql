@@ -30,13 +30,14 @@ select e.*
 
 -- name: live_owners
 -- The live events (at or above the clear marker, id not retired) holding any of the ids
--- of the JSON array `:ids`.
+-- of the JSON array `:ids`: one probe of the unique index of ids each (the unary + keeps
+-- the planner off a range of the session's indexes).
 select e.*
   from a2_events e
  where e.session_id = :session_id
    and e.event_id in (select value from json_each(:ids))
    and e.id_retired = 0
-   and e.idx >= :clear_index;
+   and +e.idx >= :clear_index;
 
 -- name: retire_ids
 -- Events below the clear marker give up the ids the new events take (they stay, for
