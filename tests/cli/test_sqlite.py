@@ -109,3 +109,37 @@ def test_demo_on_a_temporary_file_verifies_and_exits_0() -> None:
         assert f"ok   {check}" in result.out
     assert "(a temporary file, SQLite " in result.out
     assert "on 4 worker processes" in result.out
+
+
+SQLITE_TINY = {
+    "runs": 1,
+    "ceiling-seconds": 0.2,
+    "processes": "1,2",
+    "events": 60,
+    "sessions": 10,
+    "concurrency": 8,
+    "chain-inputs": 20,
+    "appends": 10,
+    "batches": 2,
+    "batch-size": 5,
+    "latency-samples": 3,
+    "poll-interval": 0.05,
+}
+"""Sizes that take seconds; figures from them mean nothing and no test asserts one."""
+
+
+@pytest.mark.slow
+def test_bench_on_a_file_reports_drain_append_and_wake_latency(tmp_path: Path) -> None:
+    path = tmp_path / "bench.db"
+    options = [part for name, value in SQLITE_TINY.items() for part in (f"--{name}", str(value))]
+    result = run_script("bench", "--json", "--sqlite", str(path), *options, timeout=240)
+    assert result.code == 0, result.out + result.err
+    data = json.loads(result.out)
+    assert data["ok"] is True, data["checks"]
+    assert data["machine"]["sqlite"] and data["targets"] == []
+    figures = data["figures"]
+    assert {"ceiling_1", "ceiling_2", "drain_p1", "drain_p2", "drain_best", "chain"} <= set(figures)
+    assert {"append_single", "append_batch", "wake_change_p50", "wake_poll_p99"} <= set(figures)
+    assert figures["drain_p2"]["ratio"]["median"] is not None  # compared with the ceiling
+    assert data["checks"] and all(check["ok"] for check in data["checks"])
+    assert not path.with_name("bench-ceiling.db").exists()  # the scratch file is gone

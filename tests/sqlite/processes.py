@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from a2pg.models import NewEvent, Target
@@ -62,6 +62,16 @@ async def fill(store: Store, sessions: list[str], per_session: int) -> None:
     """``per_session`` jobs in each session, appended in batches."""
     for session_id in sessions:
         await store.append(session_id, jobs(per_session))
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, within: float) -> None:
+    """Polls ``check`` (a read of the store) until it holds, for at most ``within`` s."""
+
+    async def poll() -> None:
+        while not await check():  # noqa: ASYNC110 - the file changes in other processes
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), within)
 
 
 async def outstanding(store: Store) -> int:

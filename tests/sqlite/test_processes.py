@@ -7,7 +7,6 @@ Real ``a2pg worker --sqlite`` processes, no fakes. The full size runs 4 processe
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from a2pg.sqlite import SqliteStore
 from a2pg.store import Store
 
 from .jobs import STALL_ENV
-from .processes import fill, held, outstanding, results, start_worker, stop
+from .processes import eventually, fill, held, outstanding, results, start_worker, stop
 
 DRAIN_TIMEOUT = 120.0
 """A bound, not a measure: 5,000 heads drain in a few seconds here."""
@@ -29,9 +28,7 @@ async def drain_with_processes(tmp_path: Path, *, processes: int, heads: int) ->
     try:
         sessions = [f"s{i:02d}" for i in range(50)]
         await fill(store, sessions, heads // len(sessions))
-        workers = [
-            await start_worker(path, "--concurrency", "32") for _ in range(processes)
-        ]
+        workers = [await start_worker(path, "--concurrency", "32") for _ in range(processes)]
         try:
             await wait_until_drained(store)
         finally:
@@ -51,11 +48,10 @@ async def drain_with_processes(tmp_path: Path, *, processes: int, heads: int) ->
 
 
 async def wait_until_drained(store: Store) -> None:
-    async def drained() -> None:
-        while await outstanding(store):
-            await asyncio.sleep(0.05)
+    async def drained() -> bool:
+        return await outstanding(store) == 0
 
-    await asyncio.wait_for(drained(), DRAIN_TIMEOUT)
+    await eventually(drained, within=DRAIN_TIMEOUT)
 
 
 async def test_four_processes_claim_each_of_5000_heads_once(tmp_path: Path) -> None:
@@ -73,15 +69,12 @@ async def test_a_worker_killed_mid_attempt_loses_nothing(tmp_path: Path) -> None
     sessions = ["a", "b", "c", "d"]
     try:
         await fill(store, sessions, 10)
-        doomed = await start_worker(
-            path, "--concurrency", "8", "--ttl", "2", env={STALL_ENV: "1"}
-        )
+        doomed = await start_worker(path, "--concurrency", "8", "--ttl", "2", env={STALL_ENV: "1"})
 
-        async def wait_held() -> None:
-            while await held(store, sessions) < 8:
-                await asyncio.sleep(0.02)
+        async def all_held() -> bool:
+            return await held(store, sessions) == 8
 
-        await asyncio.wait_for(wait_held(), 30)  # 8 attempts in flight in the doomed process
+        await eventually(all_held, within=30)  # 8 attempts in flight in the doomed process
         doomed.send_signal(signal.SIGKILL)
         assert await doomed.wait() == -signal.SIGKILL
         survivor = await start_worker(path, "--concurrency", "8", "--ttl", "2")

@@ -12,8 +12,8 @@ import pytest
 from a2pg.sqlite import queries, upgrade
 
 PACKAGE = Path(queries.__file__).parent
-RUNNERS = frozenset({"one", "rows", "run", "query"})
-"""The functions and ``Tx`` methods that take a statement's name first."""
+RUNNERS = frozenset({"one", "rows", "run", "query", "_row"})
+"""The functions and methods that take a statement's name (first, or after the connection)."""
 
 
 def called_names() -> set[str]:
@@ -27,9 +27,13 @@ def called_names() -> set[str]:
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             if name not in RUNNERS:
                 continue
-            texts = [a for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            if texts:
-                found.add(texts[0].value)
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.add(first.value)
+            elif len(node.args) > 1:  # one(conn, "name"), rows(conn, "name"), run(...)
+                second = node.args[1]
+                if isinstance(second, ast.Constant) and isinstance(second.value, str):
+                    found.add(second.value)
     return found
 
 
