@@ -399,6 +399,9 @@ class WorkerBeat:
     consumers: tuple[str, ...]
     concurrency: int
     started_at: datetime
+    """When the worker started, by its own clock. A store keeps instead its own clock's time
+    of the first beat of ``holder`` (of this host and pid), so every time of a worker row
+    comes from one clock: ``WorkerInfo.beat.started_at`` is that time."""
     in_flight: int
     version: str
     interval: float
@@ -406,6 +409,7 @@ class WorkerBeat:
     completed: int = 0
     """Attempts it completed since it started (throughput is the change over time)."""
     failed: int = 0
+    """Attempts that failed since it started, retried or dead-lettered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,9 +430,12 @@ class WorkerInfo:
 class DeadLetterQuery:
     """A filter over every session's dead letters (``Store.find_dead_letters``).
 
-    ``error`` matches as a case-insensitive substring of the last error. Pages are in
-    ``(session_id, consumer, lane, index)`` order; ``after`` is the last head's
-    ``DeadLetterKey`` of the previous page.
+    ``error`` matches as a substring of the last error, ignoring the case of ASCII letters
+    (as PostgreSQL's ``lower`` under ``collate "C"``, so every backend agrees); the
+    filters are ANDed, ``None`` filters nothing. Pages are in
+    ``(session_id, consumer, lane, index)`` order (code points); ``after`` is the last
+    head's ``DeadLetterKey.of(head)`` of the previous page. ``limit`` is at most
+    ``Limits.max_page_size``.
     """
 
     consumer: str | None = None
@@ -447,3 +454,8 @@ class DeadLetterKey:
     consumer: str
     lane: str
     index: int
+
+    @classmethod
+    def of(cls, head: Head) -> DeadLetterKey:
+        """The key of a head ``find_dead_letters`` returned: pass the last one as ``after``."""
+        return cls(head.session_id, head.consumer, head.lane or "", head.index)

@@ -22,18 +22,22 @@ from ..models import (
     ClaimRef,
     Completion,
     Consumer,
+    DeadLetterKey,
+    DeadLetterQuery,
     LogSpec,
     NewEvent,
     RedriveAction,
     SnapshotWrite,
+    WorkerBeat,
 )
 from .budget import CallBudget
-from .limits import Limits
+from .limits import MAX_ATTEMPT, MAX_INDEX, Limits
 from .render import type_name
 from .rules import refuse_repeated_ids
 from .scalars import (
     check_attempt,
     check_count,
+    check_error_filter,
     check_error_text,
     check_event_type,
     check_holder,
@@ -41,6 +45,7 @@ from .scalars import (
     check_lane,
     check_max_failures,
     check_name,
+    check_natural,
     check_optional_bound,
     check_redrive_action,
     check_seconds,
@@ -543,6 +548,68 @@ def check_register_consumers(consumers: object, *, limits: Limits) -> list[Consu
 def check_unregister_consumers(names: object, *, limits: Limits) -> list[str]:
     listed = items(names, "names", limit=limits.max_consumers, setting="max_consumers")
     return [check_name(name, "consumer name", limits) for name in listed]
+
+
+# -- monitoring -----------------------------------------------------------------------
+
+
+def check_find_dead_letters(query: object, *, limits: Limits) -> DeadLetterQuery:
+    """A ``DeadLetterQuery``: each filter None or a non-empty text without NUL (a consumer
+    name, an error text of at most ``Limits.max_error_length`` characters, a session id
+    prefix), ``after`` a ``DeadLetterKey`` (lane ``""`` for an event cursor), ``limit``
+    in [1, ``Limits.max_page_size``]."""
+    if not isinstance(query, DeadLetterQuery):
+        raise invalid(f"query must be a DeadLetterQuery, not {type_name(query)}")
+    consumer = query.consumer
+    consumer = None if consumer is None else check_name(consumer, "consumer name", limits)
+    error = None if query.error is None else check_error_filter(query.error, limits)
+    prefix = query.session_prefix
+    prefix = None if prefix is None else check_session_id(prefix, limits)
+    after = None if query.after is None else _check_dead_letter_key(query.after, limits)
+    count = check_count(query.limit, "limit", maximum=limits.max_page_size, setting="max_page_size")
+    return DeadLetterQuery(consumer, error, prefix, after, count)
+
+
+def _check_dead_letter_key(key: object, limits: Limits) -> DeadLetterKey:
+    if not isinstance(key, DeadLetterKey):
+        raise invalid(f"after must be a DeadLetterKey, not {type_name(key)}")
+    return DeadLetterKey(
+        check_session_id(key.session_id, limits),
+        check_name(key.consumer, "consumer name", limits),
+        "" if key.lane == "" else check_name(key.lane, "lane name", limits),
+        check_index(key.index),
+    )
+
+
+def check_heartbeat(beat: object, *, limits: Limits) -> WorkerBeat:
+    """A ``WorkerBeat``: names within ``Limits.max_name_length`` (holder, host, version and
+    each consumer, no name twice), counts non-negative ints, ``started_at`` an aware
+    datetime, ``interval`` a duration. Comes back with ``consumers`` as a tuple."""
+    if not isinstance(beat, WorkerBeat):
+        raise invalid(f"beat must be a WorkerBeat, not {type_name(beat)}")
+    listed = items(beat.consumers, "consumers", limit=limits.max_consumers, setting="max_consumers")
+    consumers = tuple(check_name(name, "consumer name", limits) for name in listed)
+    if len(set(consumers)) != len(consumers):
+        raise invalid("consumers names the same consumer more than once")
+    return WorkerBeat(
+        holder=check_holder(beat.holder, limits),
+        host=check_name(beat.host, "worker host", limits),
+        pid=check_natural(beat.pid, "pid", maximum=MAX_ATTEMPT),
+        consumers=consumers,
+        concurrency=check_natural(beat.concurrency, "concurrency", maximum=MAX_ATTEMPT),
+        started_at=check_time(beat.started_at, "started_at"),
+        in_flight=check_natural(beat.in_flight, "in_flight", maximum=MAX_ATTEMPT),
+        version=check_name(beat.version, "worker version", limits),
+        interval=check_seconds(beat.interval, "heartbeat interval", limits),
+        completed=check_natural(beat.completed, "completed", maximum=MAX_INDEX),
+        failed=check_natural(beat.failed, "failed", maximum=MAX_INDEX),
+    )
+
+
+def check_forget_workers(holders: object, *, limits: Limits) -> list[str]:
+    """The holders whose rows go: at most ``Limits.max_page_size`` of them."""
+    listed = items(holders, "holders", limit=limits.max_page_size, setting="max_page_size")
+    return [check_holder(holder, limits) for holder in listed]
 
 
 # -- presence -------------------------------------------------------------------------

@@ -103,7 +103,8 @@ class Limits:
     max_claim_limit: int = 10_000
     """The largest ``limit`` of ``claim_any``: heads one call claims."""
     max_page_size: int = 10_000
-    """The largest ``limit`` of ``sessions``: sessions one listing returns."""
+    """The largest ``limit`` of ``sessions`` and ``find_dead_letters``: rows one listing
+    returns; also the holders one ``forget_workers`` names."""
     max_seconds: float = 315_576_000.0
     """The longest duration (``ttl``, ``retry_after``, presence ``ttl``): 10 years. A lease
     or backoff ending past year 9999 could not be read back."""

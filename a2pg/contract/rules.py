@@ -9,8 +9,10 @@ contract says the call fails.
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from ..errors import A2Error, invalid
@@ -281,3 +283,27 @@ def clear_decision(if_last_index: int | None, *, head: int, clear_index: int) ->
     if head != if_last_index:
         return ClearResult(False, head, clear_index)
     return None
+
+
+# -- monitoring -----------------------------------------------------------------------
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+HeadState = Literal["ready", "claimed", "backing_off"]
+
+
+def head_state(ready_at: datetime, claim_holder: str | None, now: datetime) -> HeadState:
+    """Where a live head (not dead-lettered, above the clear index) stands at ``now``: ready
+    from its ``ready_at`` on (a lapsed lease included), else leased while a holder is set,
+    else backing off until its retry time."""
+    if ready_at <= now:
+        return "ready"
+    return "claimed" if claim_holder is not None else "backing_off"
+
+
+def error_matches(last_error: str | None, needle: str) -> bool:
+    """Whether ``needle`` is in ``last_error``, ignoring the case of ASCII letters only:
+    what PostgreSQL's ``lower`` does under ``collate "C"``, whatever the database's locale."""
+    if last_error is None:
+        return False
+    return needle.translate(_ASCII_LOWER) in last_error.translate(_ASCII_LOWER)

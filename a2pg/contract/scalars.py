@@ -146,6 +146,18 @@ def check_error_text(error: object, limits: Limits = DEFAULT_LIMITS) -> str:
     return text[: limits.max_error_length]
 
 
+def check_error_filter(value: object, limits: Limits = DEFAULT_LIMITS) -> str:
+    """Text to find in errors: no longer than the errors kept (``Limits.max_error_length``)."""
+    return check_text(
+        value,
+        "error filter",
+        max_length=limits.max_error_length,
+        setting="max_error_length",
+        max_bytes=4 * limits.max_error_length,  # never reached: 4 bytes a character at most
+        bytes_setting="max_error_length",
+    )
+
+
 def check_redrive_action(action: object) -> str:
     if not isinstance(action, str) or action not in REDRIVE_ACTIONS:
         raise invalid(f"redrive action must be 'retry' or 'skip', got {show(action)}")
@@ -195,6 +207,14 @@ def check_count(value: object, what: str, *, maximum: int, setting: str | None =
         bound = f"Limits.{setting}={maximum}" if setting else f"{maximum}"
         raise invalid(f"{what} must be between 1 and {bound}, got {show(count)}")
     return count
+
+
+def check_natural(value: object, what: str, *, maximum: int) -> int:
+    """An ``int`` in [0, maximum]: a pid, a count of things in flight or done."""
+    number = _int(value, what)
+    if not 0 <= number <= maximum:
+        raise invalid(f"{what} must be between 0 and {maximum}, got {show(number)}")
+    return number
 
 
 def check_max_failures(value: object) -> int:

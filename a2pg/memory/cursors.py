@@ -161,3 +161,14 @@ def still_ready(session: SessionState, at: datetime) -> bool:
     """Whether a head made claimable at ``at`` is still unclaimed: the rule PostgreSQL's
     NOTIFY follows when the same transaction also claimed."""
     return any(cursor.ready_at == at for cursor in session.cursors.values())
+
+
+def blocked_behind(session: SessionState, cursor: CursorState) -> int:
+    """Events a dead-lettered lane or log head holds back: the lane's queued events after
+    it, or the later events the log cursor takes (0 for anything else)."""
+    if cursor.dispatch.failed_at is None or cursor.head is None or cursor.kind == "event":
+        return 0
+    if cursor.kind == "lane":
+        return len(cursor.queue) - 1
+    rows = session.rows_between(cursor.head, session.head)
+    return sum(1 for row in rows if takes(cursor.types, row.type))

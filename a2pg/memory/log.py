@@ -17,7 +17,7 @@ from ..contract.rules import (
 from ..contract.values import CheckedEvent
 from ..errors import A2Error
 from ..models import AppendResult, Cause, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
-from .cursors import enqueue, has_pending, open_log_cursor, wake_idle
+from .cursors import blocked_behind, enqueue, has_pending, open_log_cursor, wake_idle
 from .state import Row, Sessions, SessionState, cursor_key
 from .streams import ReadAfter
 
@@ -192,7 +192,14 @@ def list_sessions(sessions: Sessions, args: SessionsArgs) -> list[SessionInfo]:
 
 def _info(session: SessionState) -> SessionInfo:
     live = [cursor for cursor in session.cursors.values() if cursor.head is not None]
-    dead = sum(1 for cursor in live if cursor.dispatch.failed_at is not None)
+    dead = [cursor for cursor in live if cursor.dispatch.failed_at is not None]
+    last = session.row_at(session.head)
     return SessionInfo(
-        session.session_id, session.head, session.clear_index, len(live) - dead, dead
+        session.session_id,
+        session.head,
+        session.clear_index,
+        len(live) - len(dead),
+        len(dead),
+        sum(blocked_behind(session, cursor) for cursor in dead),
+        None if last is None else last.created_at,
     )

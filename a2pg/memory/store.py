@@ -13,6 +13,9 @@ from ..contract.args import (
     check_complete_and_claim,
     check_complete_attempts,
     check_fail_attempt,
+    check_find_dead_letters,
+    check_forget_workers,
+    check_heartbeat,
     check_put_snapshots,
     check_read,
     check_read_state,
@@ -40,7 +43,9 @@ from ..models import (
     CompleteResult,
     Completion,
     Consumer,
+    ConsumerStats,
     Cursor,
+    DeadLetterQuery,
     FailResult,
     Head,
     NewEvent,
@@ -54,17 +59,20 @@ from ..models import (
     StateRead,
     StoredEvent,
     WakeLogResult,
+    WorkerBeat,
+    WorkerInfo,
 )
 from ..wakeups import Wakeups
 from . import claims as _claims  # areas aliased: their names are also parameters or methods
 from . import clear as _clear
 from . import completions as _completions
-from . import log, snapshots
+from . import log, monitoring, snapshots
 from .cursors import still_ready
 from .presence import MemoryPresence
 from .registry import Registry
 from .state import Sessions
 from .streams import Hub
+from .workers import Workers
 
 
 class MemoryStore:
@@ -92,6 +100,7 @@ class MemoryStore:
         self._ready = self._sessions.ready
         self._registry = Registry()
         self._hub = Hub()
+        self._workers = Workers()
         self._presence = MemoryPresence(self._clock, limits)
 
     @property
@@ -387,6 +396,25 @@ class MemoryStore:
 
     async def registered_consumers(self) -> list[Consumer]:
         return self._registry.listed()
+
+    # -- monitoring ----------------------------------------------------------------------
+
+    async def find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
+        checked = check_find_dead_letters(query, limits=self._limits)
+        return monitoring.find_dead_letters(self._sessions, checked)
+
+    async def consumer_stats(self) -> list[ConsumerStats]:
+        names = [consumer.name for consumer in self._registry.listed()]
+        return monitoring.consumer_stats(self._sessions, names, now=self._clock())
+
+    async def heartbeat(self, beat: WorkerBeat) -> None:
+        self._workers.beat(check_heartbeat(beat, limits=self._limits), now=self._clock())
+
+    async def forget_workers(self, holders: Sequence[str]) -> None:
+        self._workers.forget(check_forget_workers(holders, limits=self._limits))
+
+    async def workers(self) -> list[WorkerInfo]:
+        return self._workers.listed(now=self._clock())
 
     # -- live feeds ----------------------------------------------------------------------
 

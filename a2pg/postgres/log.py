@@ -163,6 +163,8 @@ async def sessions(db: Database, args: SessionsArgs) -> list[SessionInfo]:
             int(row["clear_index"]),
             int(row["pending"]),
             int(row["dead_letters"]),
+            int(row["blocked"]),
+            codec.maybe_utc(row["last_event_at"]),
         )
         for row in rows
     ]

@@ -18,6 +18,9 @@ from ..contract.args import (
     check_complete_and_claim,
     check_complete_attempts,
     check_fail_attempt,
+    check_find_dead_letters,
+    check_forget_workers,
+    check_heartbeat,
     check_put_snapshots,
     check_read,
     check_read_state,
@@ -46,7 +49,9 @@ from ..models import (
     CompleteResult,
     Completion,
     Consumer,
+    ConsumerStats,
     Cursor,
+    DeadLetterQuery,
     FailResult,
     Head,
     NewEvent,
@@ -60,10 +65,12 @@ from ..models import (
     StateRead,
     StoredEvent,
     WakeLogResult,
+    WorkerBeat,
+    WorkerInfo,
 )
 from ..wakeups import Wakeups
 from . import claims as claiming
-from . import clear, log, queries, snapshots
+from . import clear, log, monitoring, queries, snapshots
 from . import completions as outcomes
 from .connect import CONNECT_TIMEOUT, Pooler, Reach, ScrubPassword, check_pooler, pool_log
 from .database import Database, Finish, Tx
@@ -562,6 +569,27 @@ class PostgresStore:
     async def reclaim(self, session_id: str) -> ReclaimResult:
         sid = check_session(session_id, limits=self._limits)
         return await self._db.write(lambda tx: clear.reclaim(tx, sid), idempotent=True)
+
+    # -- monitoring ------------------------------------------------------------------------
+    # Each is one statement on indexes that hold only the rows it reads (see monitoring.sql).
+
+    async def find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
+        checked = check_find_dead_letters(query, limits=self._limits)
+        return await monitoring.find_dead_letters(self._db, checked)
+
+    async def consumer_stats(self) -> list[ConsumerStats]:
+        return await monitoring.consumer_stats(self._db)
+
+    async def heartbeat(self, beat: WorkerBeat) -> None:
+        """Records the beat at the database's time (the injected clock's, if any)."""
+        await monitoring.heartbeat(self._db, check_heartbeat(beat, limits=self._limits))
+
+    async def forget_workers(self, holders: Sequence[str]) -> None:
+        checked = check_forget_workers(holders, limits=self._limits)
+        await monitoring.forget_workers(self._db, checked)
+
+    async def workers(self) -> list[WorkerInfo]:
+        return await monitoring.workers(self._db)
 
     # -- live feeds ------------------------------------------------------------------------
 

@@ -50,6 +50,11 @@ class PollingOnly:
         self.unregister_consumers = store.unregister_consumers
         self.registered_consumers = store.registered_consumers
         self.sessions = store.sessions
+        self.find_dead_letters = store.find_dead_letters
+        self.consumer_stats = store.consumer_stats
+        self.heartbeat = store.heartbeat
+        self.forget_workers = store.forget_workers
+        self.workers = store.workers
         self.close = store.close
 
     @property

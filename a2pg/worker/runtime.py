@@ -6,17 +6,21 @@ import asyncio
 import contextlib
 import heapq
 import logging
+import os
 import signal
+import socket
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
 from ..backoff import Backoff
-from ..models import Head
+from ..models import Head, WorkerBeat
 from ..store import Store
 from ..wakeups import Subscription
 from .app import App
 from .attempt import Attempt, AttemptRunner, WorkerStats
 from .batch import CompletionBatcher
+from .beat import Heartbeat, package_version
 from .health import StoreHealth
 from .lease import LeaseRenewer
 from .settings import WorkerSettings
@@ -87,6 +91,8 @@ class Worker:
         """The claim loop waits for a wakeup or a retry, not for a slot: it will not take
         the queued completions along soon (``_will_take_completions``)."""
         self._wakeups: Subscription | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._started_at = datetime.now(UTC)
 
     # ------------------------------------------------------- knobs, from settings
 
@@ -138,6 +144,10 @@ class Worker:
     def cleanup_timeout(self) -> float:
         return self.settings.cleanup_timeout
 
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.settings.heartbeat_interval
+
     # ----------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
@@ -175,6 +185,15 @@ class Worker:
             health=self.health,
         )
         self._renewer = LeaseRenewer(self.store, self._runner, self.settings, self.health)
+        self._started_at = datetime.now(UTC)
+        self._heartbeat = Heartbeat(
+            self.store,
+            self.describe,
+            interval=self.heartbeat_interval,
+            health=self.health,
+            stats=self.stats,
+        )
+        await self._heartbeat.start()
         self._services = {
             "renewer": asyncio.create_task(self._renew_loop(), name="a2pg-worker-renewer"),
             "listener": asyncio.create_task(self._listen(wakeups), name="a2pg-worker-wakeups"),
@@ -213,6 +232,22 @@ class Worker:
     def in_flight(self) -> int:
         """Attempts claimed and not yet settled (running, or waiting for their batch)."""
         return len(self._inflight)
+
+    def describe(self) -> WorkerBeat:
+        """What this worker's heartbeat tells the store about it now."""
+        return WorkerBeat(
+            holder=self.holder,
+            host=socket.gethostname() or "unknown",
+            pid=os.getpid(),
+            consumers=tuple(consumer.name for consumer in self._consumers),
+            concurrency=self.concurrency,
+            started_at=self._started_at,
+            in_flight=self.in_flight,
+            version=package_version(),
+            interval=self.heartbeat_interval,
+            completed=self.stats.completed,
+            failed=self.stats.failed + self.stats.dead_lettered,
+        )
 
     @property
     def queued_completions(self) -> int:
@@ -498,6 +533,9 @@ class Worker:
             errors = await self._renewer.release(cut_short + given_up, within=self.cleanup_timeout)
             self.stats.store_errors += errors
         await runner.batcher.close()
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None:  # gone from workers() once its work is handed back
+            await heartbeat.close(self.holder, within=self.cleanup_timeout)
         for task in self._services.values():
             task.cancel()
         await asyncio.gather(*self._services.values(), return_exceptions=True)

@@ -78,6 +78,10 @@ class WorkerSettings:
         default=10.0,
         metadata={"help": "seconds a shutdown waits for attempts to settle, then to be released"},
     )
+    heartbeat_interval: float = field(
+        default=10.0,
+        metadata={"help": "seconds between heartbeats to the store; 3 missed: stale"},
+    )
 
     def __post_init__(self) -> None:
         concurrency = _count(self.concurrency, "concurrency", MAX_CONCURRENCY)
@@ -95,6 +99,7 @@ class WorkerSettings:
             ),
             "renew_interval": _seconds(_derive(self.renew_interval, ttl / 3), "renew_interval"),
             "cleanup_timeout": _seconds(self.cleanup_timeout, "cleanup_timeout"),
+            "heartbeat_interval": _seconds(self.heartbeat_interval, "heartbeat_interval"),
             "flush_size": _count(
                 _derive(self.flush_size, min(concurrency, FLUSH_SIZE_CAP)), "flush_size", MAX_BATCH
             ),

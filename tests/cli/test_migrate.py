@@ -29,7 +29,7 @@ def test_migrate_then_check(cli: Cli, empty_dsn: str) -> None:
     check = cli("check", "--dsn", empty_dsn)
     assert check.code == 0
     assert check.out == (
-        "ok: schema 'public' has the a2pg layout cursors-1 at revision 0003 (current)\n"
+        "ok: schema 'public' has the a2pg layout cursors-1 at revision 0004 (current)\n"
     )
 
 

@@ -97,6 +97,7 @@ def test_every_worker_option_reaches_the_settings() -> None:
         *("--flush-interval", "0.5", "--flush-size", "4", "--poll-interval", "0.25"),
         *("--holder", "h1", "--shutdown-grace", "7", "--renew-interval", "2.5"),
         *("--cleanup-timeout", "4", "--retry-base", "2", "--retry-cap", "9"),
+        *("--heartbeat-interval", "0.5"),
     )
     assert worker_settings(args) == WorkerSettings(
         concurrency=6,
@@ -110,6 +111,7 @@ def test_every_worker_option_reaches_the_settings() -> None:
         shutdown_grace=7.0,
         renew_interval=2.5,
         cleanup_timeout=4.0,
+        heartbeat_interval=0.5,
         backoff=Backoff(base=2.0, cap=9.0),
     )
 

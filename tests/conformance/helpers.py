@@ -194,7 +194,8 @@ async def fingerprint(store: Store, *session_ids: str) -> tuple[object, ...]:
         )
     sessions: list[SessionInfo] = await store.sessions()
     registered = sorted(await store.registered_consumers(), key=lambda c: c.name)
-    return (tuple(per_session), sessions, registered)
+    monitored = (await store.consumer_stats(), await store.workers())
+    return (tuple(per_session), sessions, registered, monitored)
 
 
 ERROR_CLASSES: dict[str, type[A2Error]] = {

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from a2pg import DeadLetterQuery
 from a2pg.store import Store
 
 from .pair import Outcome, outcome
@@ -26,7 +27,8 @@ class Folds:
 async def observe(store: Store, folds: Sequence[Folds]) -> dict[str, Outcome[Any]]:
     """Every observable part of the store, by name: per session its log, cursors, dead
     letters and folded states; the session list (which shows any session a call created
-    by mistake), the registry and presence. The calls run concurrently."""
+    by mistake), every consumer's counts and dead letters, the registry and presence.
+    The calls run concurrently."""
     calls: dict[str, Awaitable[Any]] = {}
     for session_id in SESSIONS:
         calls[f"read({session_id})"] = store.read(session_id)
@@ -37,6 +39,8 @@ async def observe(store: Store, folds: Sequence[Folds]) -> dict[str, Outcome[Any
             name = f"read_state({fold.session_id}, {fold.reducer}, through={bound})"
             calls[name] = store.read_state(fold.session_id, fold.reducer, through=bound)
     calls["sessions()"] = store.sessions()
+    calls["consumer_stats()"] = store.consumer_stats()
+    calls["find_dead_letters()"] = store.find_dead_letters(DeadLetterQuery())
     calls["registered_consumers()"] = store.registered_consumers()
     calls[f"presence.read({NAMESPACE})"] = store.presence.read(NAMESPACE)
     results = await asyncio.gather(*(outcome(call) for call in calls.values()))

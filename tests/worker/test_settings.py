@@ -23,6 +23,7 @@ def test_defaults_and_derived_knobs() -> None:
     assert (settings.concurrency, settings.ttl, settings.max_failures) == (64, 30.0, 5)
     assert (settings.flush_interval, settings.poll_interval) == (0.005, 1.0)
     assert (settings.shutdown_grace, settings.cleanup_timeout) == (30.0, 10.0)
+    assert settings.heartbeat_interval == 10.0
     assert settings.backoff == Backoff()
     assert (settings.claim_batch, settings.flush_size, settings.renew_interval) == (64, 64, 10.0)
     host, pid, suffix = settings.holder.rsplit(":", 2)
@@ -80,6 +81,10 @@ def test_derived_knobs_are_resolved_once() -> None:
         ("renew_interval", 0.0),
         ("cleanup_timeout", -0.5),
         ("poll_interval", math.inf),
+        ("heartbeat_interval", 0),
+        ("heartbeat_interval", -2.0),
+        ("heartbeat_interval", math.nan),
+        ("heartbeat_interval", "10"),
         ("holder", 7),
         ("backoff", 1.0),
     ],

@@ -108,17 +108,33 @@ select exists (
 
 -- name: sessions_page
 -- `after` is '' for the first page (no session id is empty): one range scan of
--- a2_sessions_listing per page, whatever plan the statement gets.
+-- a2_sessions_listing per page, whatever plan the statement gets; per session, its heads
+-- above the clear index from a2_cursors_heads, what its dead lanes hold back (counted
+-- only where some head is dead: the planner, seeing few, keeps the estimate low enough
+-- that no JIT compiles the page) and its newest event, by primary key.
 select s.session_id, s.head, s.clear_index,
-       pg_catalog.count(c.session_id) filter (where c.failed_at is null) as pending,
-       pg_catalog.count(c.session_id) filter (where c.failed_at is not null) as dead_letters
+       w.pending, w.dead_letters,
+       case when w.dead_letters = 0 then 0
+            else (select pg_catalog.sum(
+                           -- include: blocked_behind
+                         )
+                    from {schema}.a2_cursors c
+                   where c.session_id = s.session_id and c.head > s.clear_index
+                     and c.failed_at is not null)
+       end::bigint as blocked,
+       (select e.created_at from {schema}.a2_events e
+         where e.session_id = s.session_id and e.idx = s.head) as last_event_at
   from (select session_id, head, clear_index
           from {schema}.a2_sessions
          where session_id collate "C" > %(after)s::text
          order by session_id collate "C"
          limit %(limit)s::bigint) s
-  left join {schema}.a2_cursors c on c.session_id = s.session_id and c.head > s.clear_index
- group by s.session_id, s.head, s.clear_index
+ cross join lateral (
+    select pg_catalog.count(*) filter (where c.failed_at is null) as pending,
+           pg_catalog.count(*) filter (where c.failed_at is not null) as dead_letters
+      from {schema}.a2_cursors c
+     where c.session_id = s.session_id and c.head > s.clear_index
+  ) w
  order by s.session_id collate "C";
 
 -- name: free_stale_ids

@@ -1,0 +1,105 @@
+-- Monitoring: each consumer's work across sessions, the dead letters of every session,
+-- and what a dead-lettered lane or log head holds back. Every statement reads indexes
+-- that hold only the few rows it wants, never all of a2_cursors (finished cursors are
+-- most of it) nor a2_events: heads still to run are the rows of a2_cursors_ready (see
+-- ready_at in README.md), dead letters those of a2_cursors_dead.
+-- Conventions: README.md beside this file.
+
+-- fragment: blocked_behind
+-- What cursor `c` holds back when its head is dead-lettered (0 otherwise, and for event
+-- cursors): a lane's queued events after its head, a log cursor's later events of its
+-- types (the clear marker never among them). Primary-key range scans of one session.
+case when c.failed_at is null or c.kind = 'event' then 0
+     when c.kind = 'lane' then
+       (select pg_catalog.count(*) from {schema}.a2_lane_events l
+         where l.session_id = c.session_id and l.consumer = c.consumer and l.lane = c.lane
+           and l.idx > c.head and not l.done)
+     else
+       (select pg_catalog.count(*) from {schema}.a2_events e
+         where e.session_id = c.session_id and e.idx > c.head
+           and e.event_type <> 'a2.cleared'
+           and (c.types is null or e.event_type = any(c.types)))
+end
+
+-- name: consumer_stats
+-- Per consumer holding heads or registered, by name. `live` walks a2_cursors_ready (no
+-- session lookup: a head at or below its clear index has no ready_at); `dead` and
+-- `blocked` walk a2_cursors_dead and drop the dead heads a clear left for reclaim.
+with t as (
+  select coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as now
+), live as (
+  select c.consumer,
+         pg_catalog.count(*) filter (where c.ready_at <= t.now) as ready,
+         pg_catalog.count(*) filter (where c.ready_at > t.now and c.claim_holder is not null)
+           as claimed,
+         pg_catalog.count(*) filter (where c.ready_at > t.now and c.claim_holder is null)
+           as backing_off,
+         pg_catalog.min(c.ready_at) filter (where c.ready_at <= t.now) as oldest_ready
+    from {schema}.a2_cursors c cross join t
+   where c.ready_at is not null
+   group by c.consumer
+), dead as (
+  select c.consumer, pg_catalog.count(*) as dead_letters
+    from {schema}.a2_cursors c
+    join {schema}.a2_sessions s on s.session_id = c.session_id
+   where c.failed_at is not null and c.head > s.clear_index
+   group by c.consumer
+), blocked as (
+  -- Apart from `dead`, so the planner costs the counts behind dead heads by the lane and
+  -- log cursors among them only (an estimate too high would have the page JIT-compiled).
+  select c.consumer, pg_catalog.count(*) as blocked_lanes,
+         pg_catalog.sum(
+           -- include: blocked_behind
+         ) as blocked
+    from {schema}.a2_cursors c
+    join {schema}.a2_sessions s on s.session_id = c.session_id
+   where c.failed_at is not null and c.kind <> 'event' and c.head > s.clear_index
+   group by c.consumer
+), named as (
+  select consumer from live
+  union
+  select consumer from dead
+  union
+  select name from {schema}.a2_consumers
+)
+select n.consumer,
+       coalesce(l.ready, 0) as ready,
+       coalesce(l.claimed, 0) as claimed,
+       coalesce(l.backing_off, 0) as backing_off,
+       coalesce(d.dead_letters, 0) as dead_letters,
+       coalesce(b.blocked_lanes, 0) as blocked_lanes,
+       coalesce(b.blocked, 0)::bigint as blocked,
+       extract(epoch from t.now - l.oldest_ready)::float8 as oldest_ready_age,
+       exists (select 1 from {schema}.a2_consumers r where r.name = n.consumer) as registered
+  from named n
+ cross join t
+  left join live l on l.consumer = n.consumer
+  left join dead d on d.consumer = n.consumer
+  left join blocked b on b.consumer = n.consumer
+ order by n.consumer collate "C";
+
+-- name: find_dead_letters
+-- One page of every session's dead letters, in a2_cursors_dead's order from the key
+-- after `after_*` ('', '', '', 0 for the first page: no session id is empty), filtered.
+-- The error filter folds ASCII letters only (lower under collate "C"), as
+-- contract.rules.error_matches does.
+select c.*,
+       -- include: head_event_columns
+  from (select c.*, (select s.clear_index from {schema}.a2_sessions s
+                      where s.session_id = c.session_id) as clear_index
+          from {schema}.a2_cursors c
+         where c.failed_at is not null) c
+  join {schema}.a2_events e on e.session_id = c.session_id and e.idx = c.head
+ where c.head > c.clear_index
+   and (c.session_id collate "C", c.consumer collate "C", coalesce(c.lane, '') collate "C",
+        c.head)
+       > (%(after_session)s::text, %(after_consumer)s::text, %(after_lane)s::text,
+          %(after_index)s::bigint)
+   and (%(consumer)s::text is null or c.consumer = %(consumer)s::text)
+   and (%(prefix)s::text is null or pg_catalog.starts_with(c.session_id, %(prefix)s::text))
+   and (%(error)s::text is null
+        or pg_catalog.strpos(pg_catalog.lower(c.last_error collate "C"),
+                             pg_catalog.lower(%(error)s::text collate "C")) > 0)
+ order by c.session_id collate "C", c.consumer collate "C", coalesce(c.lane, '') collate "C",
+          c.head
+ limit %(limit)s::bigint;
