@@ -34,6 +34,7 @@ TABLES = (
     "a2_clears",
     "a2_presence",
     "a2_consumers",
+    "a2_workers",
 )
 """Every table the head revision has; a test checks this against a migrated file."""
 

@@ -140,6 +140,8 @@ def list_sessions(conn: sqlite3.Connection, args: SessionsArgs) -> list[SessionI
             int(row["clear_index"]),
             int(row["pending"]),
             int(row["dead_letters"]),
+            int(row["blocked"]),
+            codec.maybe_time(row["last_event_at"]),
         )
         for row in found
     ]

@@ -16,6 +16,9 @@ from ..contract.args import (
     check_complete_and_claim,
     check_complete_attempts,
     check_fail_attempt,
+    check_find_dead_letters,
+    check_forget_workers,
+    check_heartbeat,
     check_put_snapshots,
     check_read,
     check_read_state,
@@ -44,7 +47,9 @@ from ..models import (
     CompleteResult,
     Completion,
     Consumer,
+    ConsumerStats,
     Cursor,
+    DeadLetterQuery,
     FailResult,
     Head,
     NewEvent,
@@ -58,10 +63,12 @@ from ..models import (
     StateRead,
     StoredEvent,
     WakeLogResult,
+    WorkerBeat,
+    WorkerInfo,
 )
 from ..wakeups import Wakeups
 from . import claims as claiming
-from . import clear, log, snapshots
+from . import clear, log, monitoring, snapshots
 from . import completions as outcomes
 from .connection import (
     BUSY_TIMEOUT,
@@ -524,3 +531,31 @@ class SqliteStore:
 
     async def registered_consumers(self) -> list[Consumer]:
         return await self._registry.registered()
+
+    # -- monitoring ------------------------------------------------------------------------
+
+    async def find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
+        """Dead-lettered heads of every session matching ``query``, one keyset page."""
+        checked = check_find_dead_letters(query, limits=self._limits)
+        return await self._db.read(lambda conn: monitoring.find_dead_letters(conn, checked))
+
+    async def consumer_stats(self) -> list[ConsumerStats]:
+        """Per consumer (registered or holding heads), by name: what monitoring shows."""
+        now = self._db.now()
+        return await self._db.read(lambda conn: monitoring.consumer_stats(conn, now))
+
+    async def heartbeat(self, beat: WorkerBeat) -> None:
+        """Records that ``beat.holder`` is alive now (insert or replace its row)."""
+        checked = check_heartbeat(beat, limits=self._limits)
+        await self._db.write(lambda tx: monitoring.heartbeat(tx, checked))
+
+    async def forget_workers(self, holders: Sequence[str]) -> None:
+        """Drops these workers' rows (a worker forgets itself when it stops cleanly)."""
+        checked = check_forget_workers(holders, limits=self._limits)
+        if checked:
+            await self._db.write(lambda tx: monitoring.forget_workers(tx, checked))
+
+    async def workers(self) -> list[WorkerInfo]:
+        """Every worker row by holder, stale ones included (see ``WorkerInfo.stale``)."""
+        now = self._db.now()
+        return await self._db.read(lambda conn: monitoring.workers(conn, now))

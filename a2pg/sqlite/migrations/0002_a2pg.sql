@@ -9,6 +9,7 @@
 --   end; null when idle, dead-lettered or cleared). Its index, in claim_any's order,
 --   lets claim_any read the oldest ready heads without sorting.
 -- * a2_consumers: the consumer registry (SPEC 2.9).
+-- * a2_workers and a2_cursors_dead: what monitoring reads (below).
 -- * Presence is short-lived and the seed stored `seen` unencoded: its rows are dropped.
 
 update a2_events set created_at = created_at * 1000;
@@ -53,3 +54,25 @@ create table a2_consumers (
   registered_at integer not null,
   updated_at    integer not null
 ) strict;
+
+-- Monitoring: worker heartbeats (one row per live worker; every time in it is the store's
+-- clock's) and an index holding only the dead-lettered heads, in find_dead_letters'
+-- order, which consumer_stats counts from too.
+create table a2_workers (
+  holder           text    not null primary key,
+  host             text    not null,
+  pid              integer not null,
+  consumers        text    not null,
+  concurrency      integer not null,
+  started_at       integer not null,
+  last_seen        integer not null,
+  in_flight        integer not null,
+  version          text    not null,
+  interval_seconds real    not null,
+  completed        integer not null,
+  failed           integer not null
+) strict;
+
+create index a2_cursors_dead
+  on a2_cursors (session_id, consumer, coalesce(lane, ''), head)
+  where failed_at is not null;

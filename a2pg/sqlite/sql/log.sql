@@ -125,7 +125,9 @@ select exists (
 ) as has_pending;
 
 -- name: sessions_page
--- Sessions are their events: one index range per page, then each session's counts.
+-- Sessions are their events: one index range per page, then per session its heads above
+-- the clear index (a2_cursors_heads), what its dead lanes and logs hold back, and its
+-- newest event.
 select s.session_id, s.head,
        coalesce(k.clear_index, 0) as clear_index,
        (select e.created_at from a2_events e
@@ -135,7 +137,13 @@ select s.session_id, s.head,
            and c.failed_at is null) as pending,
        (select count(*) from a2_cursors c
          where c.session_id = s.session_id and c.head > coalesce(k.clear_index, 0)
-           and c.failed_at is not null) as dead_letters
+           and c.failed_at is not null) as dead_letters,
+       (select coalesce(sum(
+                 -- include: blocked_behind
+               ), 0)
+          from a2_cursors c
+         where c.session_id = s.session_id and c.head > coalesce(k.clear_index, 0)
+           and c.failed_at is not null) as blocked
   from (select e.session_id, max(e.idx) as head
           from a2_events e
          where e.session_id > :after
