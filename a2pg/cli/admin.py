@@ -8,6 +8,7 @@ import importlib
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from ..postgres.connect import check_reachable
@@ -51,12 +52,7 @@ async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
     """Applies the migrations, then reports the layout the way ``check`` does."""
     path = sqlite_path(args)
     if path is not None:
-        from ..sqlite.layout import inspect_file
-        from ..sqlite.migrate import upgrade as upgrade_file
-
-        before = await asyncio.to_thread(inspect_file, path)
-        after = await asyncio.to_thread(upgrade_file, path)
-        return _migrated(args, stdout, before, after)
+        return await _migrate_sqlite(args, stdout, path)
     from ..postgres.layout import inspect_layout
     from ..postgres.migrate import upgrade
 
@@ -65,6 +61,15 @@ async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
     before = await asyncio.to_thread(inspect_layout, args.dsn, schema)
     await asyncio.to_thread(upgrade, args.dsn, schema)
     after = await asyncio.to_thread(inspect_layout, args.dsn, schema)
+    return _migrated(args, stdout, before, after)
+
+
+async def _migrate_sqlite(args: argparse.Namespace, stdout: TextIO, path: Path) -> int:
+    from ..sqlite.layout import inspect_file
+    from ..sqlite.migrate import upgrade
+
+    before = await asyncio.to_thread(inspect_file, path)
+    after = await asyncio.to_thread(upgrade, path)
     return _migrated(args, stdout, before, after)
 
 

@@ -18,9 +18,14 @@ from ..store import Store
 
 
 class Counts(Protocol):
-    events: int
-    live: int
-    dead: int
+    @property
+    def events(self) -> int: ...
+
+    @property
+    def live(self) -> int: ...
+
+    @property
+    def dead(self) -> int: ...
 
 
 class Probe(Protocol):

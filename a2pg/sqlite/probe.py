@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +39,7 @@ class SqliteProbe:
     async def connect(cls, path: Path) -> SqliteProbe:
         return cls(await asyncio.to_thread(connect, path))
 
-    async def _row(self, name: str, params: dict[str, object] | None = None) -> sqlite3.Row:
+    async def _row(self, name: str, params: Mapping[str, object] | None = None) -> sqlite3.Row:
         async with self._lock:  # one thread at a time on the connection
             row = await asyncio.to_thread(one, self._conn, name, params)
         assert row is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,7 @@ def test_the_scan_sees_calls() -> None:
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> sqlite3.Connection:
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     path = tmp_path / "a2.db"
     upgrade(path)
     connection = sqlite3.connect(path)
@@ -86,6 +87,20 @@ def test_claim_any_walks_the_ready_index_in_order(conn: sqlite3.Connection) -> N
             {"session_id": "s", "ids": '["a"]', "clear_index": 0},
             "a2_events_session_event_id",
         ),
+        (
+            "find_dead_letters",
+            {
+                "after_session": "",
+                "after_consumer": "",
+                "after_lane": "",
+                "after_index": 0,
+                "consumer": None,
+                "prefix": None,
+                "error": None,
+                "limit": 10,
+            },
+            "a2_cursors_dead",
+        ),
     ],
 )
 def test_hot_statements_use_their_index(
@@ -94,3 +109,27 @@ def test_hot_statements_use_their_index(
     text = plan(conn, name, params)
     assert index in text, text
     assert "SCAN c\n" not in text + "\n" and "SCAN a2_cursors\n" not in text + "\n", text
+
+
+def test_consumer_stats_reads_the_ready_and_dead_indexes_only(conn: sqlite3.Connection) -> None:
+    """Finished cursors are most of a2_cursors: the stats never walk them."""
+    text = plan(conn, "consumer_stats", {"now": 0})
+    assert "a2_cursors_ready" in text and "a2_cursors_dead" in text, text
+    assert "a2_cursors_heads" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("next_log_head", {"session_id": "s", "after": 0, "types": '["a"]'}),
+        ("next_lane_head", {"session_id": "s", "consumer": "c", "lane": "l", "after": 0}),
+    ],
+)
+def test_next_heads_stop_at_the_first_match(
+    conn: sqlite3.Connection, name: str, params: dict[str, object]
+) -> None:
+    """A cursor's next head is read walking the primary key from its position, in order, so
+    the read ends at the first match however much of the session lies beyond."""
+    text = plan(conn, name, params)
+    assert "TEMP B-TREE" not in text, text
+    assert "SEARCH" in text and "autoindex" in text, text

@@ -20,11 +20,13 @@ update a2_lane_events
  where session_id = :session_id and consumer = :consumer and lane = :lane and idx = :idx;
 
 -- name: next_lane_head
--- The lane's first unfinished queued event after `:after`.
-select min(l.idx) as next
+-- The lane's first unfinished queued event after `:after` (no row: none).
+select l.idx as next
   from a2_lane_events l
  where l.session_id = :session_id and l.consumer = :consumer and l.lane = :lane
-   and l.done = 0 and l.idx > :after;
+   and l.done = 0 and l.idx > :after
+ order by l.idx
+ limit 1;
 
 -- name: move_cursor
 -- A cursor past its head: `position` is the finished head, `head` the next (or none).

@@ -89,12 +89,15 @@ update a2_cursors set types = :types
    and kind = 'log';
 
 -- name: next_log_head
--- The first event after `:after` a log cursor of `:types` (NULL: all) takes.
-select min(e.idx) as next
+-- The first event after `:after` a log cursor of `:types` (NULL: all) takes: the primary
+-- key walked from `:after`, stopping at the first match (no row: none yet).
+select e.idx as next
   from a2_events e
  where e.session_id = :session_id and e.idx > :after
    and e.event_type <> 'a2.cleared'
-   and (:types is null or e.event_type in (select value from json_each(:types)));
+   and (:types is null or e.event_type in (select value from json_each(:types)))
+ order by e.idx
+ limit 1;
 
 -- name: set_head
 -- A cursor's new head (or none): ready now, with no attempts, claim or failures.

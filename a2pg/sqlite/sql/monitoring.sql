@@ -24,7 +24,8 @@ end
 -- Per consumer holding heads or registered, by name. A live head is ready from its
 -- ready_at on, else leased while a holder is set, else backing off (rules.head_state).
 -- `live` walks a2_cursors_ready (a head at or below its clear index has no ready_at);
--- `dead` walks a2_cursors_dead and drops the dead heads a clear left for reclaim.
+-- `dead` walks a2_cursors_dead (named: the planner would take a2_cursors_heads, every
+-- head) and drops the dead heads a clear left for reclaim.
 with live as (
   select c.consumer,
          sum(c.ready_at <= :now) as ready,
@@ -40,7 +41,7 @@ with live as (
          sum(
            -- include: blocked_behind
          ) as blocked
-    from a2_cursors c
+    from a2_cursors c indexed by a2_cursors_dead
     left join a2_clears k on k.session_id = c.session_id
    where c.failed_at is not null and c.head > coalesce(k.clear_index, 0)
    group by c.consumer
