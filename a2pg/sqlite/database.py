@@ -26,7 +26,7 @@ from ..errors import A2Error
 from ..ids import Clock, IdGenerator
 from . import codec
 from .connection import Connection
-from .queries import query
+from .queries import statement
 
 T = TypeVar("T")
 
@@ -41,17 +41,17 @@ DUPLICATE_ID = "a2_events.session_id, a2_events.event_id"
 
 def one(conn: sqlite3.Connection, name: str, params: Params | None = None) -> sqlite3.Row | None:
     """The first row of statement ``name``, if any."""
-    row: sqlite3.Row | None = conn.execute(query(name), params or {}).fetchone()
+    row: sqlite3.Row | None = conn.execute(statement(name), params or {}).fetchone()
     return row
 
 
 def rows(conn: sqlite3.Connection, name: str, params: Params | None = None) -> list[sqlite3.Row]:
-    return conn.execute(query(name), params or {}).fetchall()
+    return conn.execute(statement(name), params or {}).fetchall()
 
 
 def run(conn: sqlite3.Connection, name: str, params: Params | None = None) -> int:
     """Runs statement ``name``; the rows it changed."""
-    return conn.execute(query(name), params or {}).rowcount
+    return conn.execute(statement(name), params or {}).rowcount
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ def _statements() -> dict[str, str]:
     return load(texts)
 
 
-def query(name: str) -> str:
+def statement(name: str) -> str:
     """The statement called ``name``, ready to execute."""
     statements = _statements()
     if name not in statements:

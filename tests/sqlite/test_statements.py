@@ -13,7 +13,7 @@ import pytest
 from a2pg.sqlite import queries, upgrade
 
 PACKAGE = Path(queries.__file__).parent
-RUNNERS = frozenset({"one", "rows", "run", "query", "_row"})
+RUNNERS = frozenset({"one", "rows", "run", "statement", "_row"})
 """The functions and methods that take a statement's name (first, or after the connection)."""
 
 
@@ -59,7 +59,7 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def plan(conn: sqlite3.Connection, name: str, params: dict[str, object]) -> str:
-    rows = conn.execute("explain query plan " + queries.query(name), params).fetchall()
+    rows = conn.execute("explain query plan " + queries.statement(name), params).fetchall()
     return "\n".join(str(row[-1]) for row in rows)
 
 
