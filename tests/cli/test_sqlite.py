@@ -34,7 +34,14 @@ def test_check_names_migrate_until_the_file_is_migrated(cli: Cli, tmp_path: Path
 
 def test_commands_before_migrate_exit_4_and_write_nothing(cli: Cli, tmp_path: Path) -> None:
     path = tmp_path / "a2.db"
-    for argv in (("sessions",), ("cursors", "s"), ("dead-letters",), ("tail", "s")):
+    commands = (
+        ("sessions",),
+        ("cursors", "s"),
+        ("dead-letters",),
+        ("tail", "s"),
+        ("worker", "tests.cli.sample_app:app"),
+    )
+    for argv in commands:
         result = cli(*argv, "--sqlite", str(path))
         assert result.code == 4, (argv, result)
         assert "a2pg migrate --sqlite" in result.err
