@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import os
 import sqlite3
 from collections.abc import Callable
@@ -51,6 +52,18 @@ def check_synchronous(value: object) -> Synchronous:
         if value == level:
             return level
     raise A2Error("INVALID_ARGUMENT", f"synchronous must be 'normal' or 'full', got {value!r}")
+
+
+def check_interval(value: object, name: str, *, zero: bool = False) -> float:
+    """A number of seconds for a setting of ``open``: finite and above 0 (0 too, with
+    ``zero``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise A2Error("INVALID_ARGUMENT", f"{name} must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        bound = "0 or more" if zero else "above 0"
+        raise A2Error("INVALID_ARGUMENT", f"{name} must be {bound} seconds, got {value!r}")
+    return seconds
 
 
 def connect(

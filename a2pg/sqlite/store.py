@@ -74,6 +74,7 @@ from .connection import (
     BUSY_TIMEOUT,
     Connection,
     Synchronous,
+    check_interval,
     check_path,
     check_synchronous,
     connect,
@@ -162,6 +163,10 @@ class SqliteStore:
         """
         file = check_path(path)
         level = check_synchronous(synchronous)
+        busy_timeout = check_interval(busy_timeout, "busy_timeout")
+        registry_ttl = check_interval(registry_ttl, "registry_ttl", zero=True)
+        poll_interval = check_interval(poll_interval, "poll_interval")
+        change_interval = check_interval(change_interval, "change_interval")
         if migrate:
             await asyncio.to_thread(upgrade, file, busy_timeout=busy_timeout)
 

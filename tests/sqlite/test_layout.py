@@ -219,5 +219,15 @@ def test_bad_paths_are_invalid_arguments(tmp_path: Path) -> None:
         with pytest.raises(A2Error) as refused:
             asyncio.run(SqliteStore.open(bad))  # type: ignore[arg-type]
         assert refused.value.code == "INVALID_ARGUMENT"
-    with pytest.raises(A2Error):
-        asyncio.run(SqliteStore.open(tmp_path / "a2.db", synchronous="off"))  # type: ignore[arg-type]
+    settings: list[dict[str, object]] = [
+        {"synchronous": "off"},
+        {"busy_timeout": 0},
+        {"poll_interval": float("inf")},
+        {"change_interval": -1},
+        {"registry_ttl": "1"},
+    ]
+    for setting in settings:
+        with pytest.raises(A2Error) as refused:
+            asyncio.run(SqliteStore.open(tmp_path / "a2.db", migrate=True, **setting))  # type: ignore[arg-type]
+        assert refused.value.code == "INVALID_ARGUMENT", setting
+    assert not (tmp_path / "a2.db").exists()  # refused before anything was made
