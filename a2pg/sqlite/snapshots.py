@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 
 from ..contract.args import PutSnapshotsArgs, ReadStateArgs
 from ..contract.rules import refuse_snapshots_past_head
@@ -51,48 +52,36 @@ def put_snapshots(tx: Tx, args: PutSnapshotsArgs) -> None:
         return
     base = {"session_id": args.session_id, "reducer": args.reducer}
     for write in sorted(args.writes, key=lambda write: write.index):
-        if write.index < session.clear_index:
-            continue
-        for pin in write.pins:
-            if _live_head(tx, session, pin):
-                key = codec.cursor_key(pin.lane, pin.index)
-                tx.run(
-                    "insert_pin",
-                    {
-                        **base,
-                        "consumer": pin.consumer,
-                        "cursor_key": key,
-                        "idx": pin.index,
-                        "up_to": write.index,
-                    },
-                )
-        head = tx.one("snapshot_head", base)
-        if head is None or write.index >= head["up_to_index"]:
-            stored = None if head is None else int(head["up_to_index"])
-            if (
-                head is not None
-                and stored is not None
-                and write.index > stored
-                and _pinned(tx, base, stored)
-            ):
-                tx.run(
-                    "put_history",
-                    {
-                        **base,
-                        "up_to": stored,
-                        "state": head["state"],
-                        "updated_at": head["updated_at"],
-                    },
-                )
-            tx.run(
-                "put_snapshot_head",
-                {**base, "up_to": write.index, "state": write.state_json, "now": tx.now_us},
-            )
-        elif _pinned(tx, base, write.index):
-            tx.run(
-                "put_history",
-                {**base, "up_to": write.index, "state": write.state_json, "updated_at": tx.now_us},
-            )
+        if write.index >= session.clear_index:
+            _pin(tx, session, base, write.index, write.pins)
+            _put(tx, base, write.index, write.state_json)
+
+
+def _pin(
+    tx: Tx, session: SessionHead, base: dict[str, str], up_to: int, pins: Sequence[ClaimRef]
+) -> None:
+    """Ties the write at ``up_to`` to each live head it pins (pins of others are ignored)."""
+    for pin in pins:
+        if _live_head(tx, session, pin):
+            key = codec.cursor_key(pin.lane, pin.index)
+            ref = {"consumer": pin.consumer, "cursor_key": key, "idx": pin.index}
+            tx.run("insert_pin", {**base, **ref, "up_to": up_to})
+
+
+def _put(tx: Tx, base: dict[str, str], index: int, state_json: str) -> None:
+    """The newest write becomes the head snapshot, the head it replaces moving to history
+    if pinned; an older write goes to history only if pinned."""
+    head = tx.one("snapshot_head", base)
+    stored = None if head is None else int(head["up_to_index"])
+    if head is None or stored is None or index >= stored:
+        if head is not None and stored is not None and index > stored and _pinned(tx, base, stored):
+            archived = {"state": head["state"], "updated_at": head["updated_at"]}
+            tx.run("put_history", {**base, "up_to": stored, **archived})
+        tx.run("put_snapshot_head", {**base, "up_to": index, "state": state_json, "now": tx.now_us})
+    elif _pinned(tx, base, index):
+        tx.run(
+            "put_history", {**base, "up_to": index, "state": state_json, "updated_at": tx.now_us}
+        )
 
 
 def _pinned(tx: Tx, base: dict[str, str], up_to: int) -> bool:
