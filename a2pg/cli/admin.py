@@ -49,14 +49,22 @@ def _layout_json(status: Any) -> dict[str, Any]:
 
 
 async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
-    """Applies the migrations, then reports the layout the way ``check`` does."""
+    """Applies the migrations, then reports the layout the way ``check`` does; with
+    ``--sql``, prints the migration's SQL instead, connecting nowhere."""
     path = sqlite_path(args)
     if path is not None:
+        if args.sql:
+            fail(EXIT_USAGE, "--sql prints PostgreSQL's migration SQL: not with --sqlite")
         return await _migrate_sqlite(args, stdout, path)
     from ..postgres.layout import inspect_layout
-    from ..postgres.migrate import upgrade
+    from ..postgres.migrate import upgrade, write_script
 
     schema = _schema(args)
+    if args.sql:
+        if args.json:
+            fail(EXIT_USAGE, "--sql prints SQL, which has no --json form")
+        write_script(stdout, schema)
+        return EXIT_OK
     await check_reachable(args.dsn)
     before = await asyncio.to_thread(inspect_layout, args.dsn, schema)
     await asyncio.to_thread(upgrade, args.dsn, schema)

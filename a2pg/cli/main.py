@@ -76,12 +76,23 @@ A consumer's event cursor and any of its lanes may all be dead-lettered at one I
 that cursor has no dead-lettered head at INDEX."""
 
 
+MIGRATE_SQL_HELP = (
+    "print the migration's SQL (from an empty schema to the head, for a DBA to run) "
+    "instead of running it; needs no database"
+)
+
+
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the epilog's layout and shows each option's default where it has one."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text:
+        is_flag = action.nargs == 0  # --x / --no-x: its default says nothing useful
+        if (
+            not is_flag
+            and action.default not in (None, False, argparse.SUPPRESS)
+            and "%(default)" not in text
+        ):
             text += " (default: %(default)s)"
         return text
 
@@ -203,7 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=_Formatter,
         )
 
-    command("migrate", "create or upgrade the a2pg schema (idempotent, safe to run concurrently)")
+    migrate = command(
+        "migrate", "create or upgrade the a2pg schema (idempotent, safe to run concurrently)"
+    )
+    migrate.add_argument("--sql", action="store_true", help=MIGRATE_SQL_HELP)
     command("check", "check the schema layout is current (exit 4 when `a2pg migrate` is needed)")
 
     worker = command("worker", "run the consumers of MODULE:APP until SIGINT/SIGTERM")
@@ -302,7 +316,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     stream = stdout or sys.stdout
     try:
         if args.sqlite is None:
-            args.dsn = resolve_dsn(args.dsn, required=args.command not in EMBEDDED_OK)
+            no_database = args.command in EMBEDDED_OK or getattr(args, "sql", False)
+            args.dsn = resolve_dsn(args.dsn, required=not no_database)
         else:
             resolve_sqlite(args)
         args.schema = resolve_schema(args.schema)

