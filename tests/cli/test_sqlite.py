@@ -54,6 +54,7 @@ def test_commands_before_migrate_exit_4_and_write_nothing(cli: Cli, tmp_path: Pa
         (("sessions", "--sqlite"), "--sqlite needs a PATH for `a2pg sessions`"),
         (("migrate", "--sqlite", "x.db", "--dsn", "postgresql://h/d"), "not both"),
         (("check", "--sqlite", " "), "--sqlite PATH must name a file"),
+        (("migrate", "--sql", "--sqlite", "x.db"), "not with --sqlite"),
     ],
 )
 def test_usage_errors(cli: Cli, argv: tuple[str, ...], message: str) -> None:
