@@ -23,13 +23,20 @@ DRAIN_TIMEOUT = 120.0
 
 
 async def drain_with_processes(tmp_path: Path, *, processes: int, heads: int) -> None:
+    """Starts the workers, waits until each has said it is alive (its heartbeat row), then
+    appends the jobs: every process is claiming before the first job commits."""
     path = tmp_path / "a2.db"
     store = await SqliteStore.open(path, migrate=True)
     try:
         sessions = [f"s{i:02d}" for i in range(50)]
-        await fill(store, sessions, heads // len(sessions))
         workers = [await start_worker(path, "--concurrency", "32") for _ in range(processes)]
         try:
+
+            async def all_alive() -> bool:
+                return len(await store.workers()) == processes
+
+            await eventually(all_alive, within=60)
+            await fill(store, sessions, heads // len(sessions))
             await wait_until_drained(store)
         finally:
             stopped = [await stop(proc) for proc in workers]
@@ -42,7 +49,7 @@ async def drain_with_processes(tmp_path: Path, *, processes: int, heads: int) ->
                 assert len(outcomes) == 1, (session_id, index, outcomes)  # completed once
                 assert outcomes[0]["attempt"] == 1, (session_id, index)  # claimed once
                 pids.add(outcomes[0]["pid"])
-        assert len(pids) > 1, "one process took every head: the others never claimed"
+        assert pids == {proc.pid for proc in workers}, "a process never claimed"
     finally:
         await store.close()
 
