@@ -36,6 +36,20 @@ every commit to disk."""
 
 SYNCHRONOUS_LEVELS: tuple[Synchronous, ...] = ("normal", "full")
 
+MIN_SQLITE = (3, 37, 0)
+"""STRICT tables (3.37), RETURNING (3.35), UPDATE ... FROM (3.33): what the store uses."""
+
+
+def check_library() -> None:
+    """The SQLite library Python was built with must be recent enough for the store."""
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        wanted = ".".join(map(str, MIN_SQLITE))
+        raise A2Error(
+            "STORE_NOT_CONFIGURED",
+            f"a2pg's SQLite backend needs SQLite {wanted} or newer; this Python's sqlite3 "
+            f"module has {sqlite3.sqlite_version}",
+        )
+
 
 def check_path(path: object) -> Path:
     """A database file path: a non-empty ``str`` or ``os.PathLike``, no NUL."""
@@ -75,6 +89,7 @@ def connect(
 ) -> sqlite3.Connection:
     """An autocommit connection to ``path`` (``create``: made when missing) with dict-like
     rows; usable from any one thread at a time."""
+    check_library()
     uri = f"{path.absolute().as_uri()}?mode={'rwc' if create else 'rw'}"
     conn = sqlite3.connect(
         uri, uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False

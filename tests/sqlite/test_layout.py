@@ -231,3 +231,13 @@ def test_bad_paths_are_invalid_arguments(tmp_path: Path) -> None:
             asyncio.run(SqliteStore.open(tmp_path / "a2.db", migrate=True, **setting))  # type: ignore[arg-type]
         assert refused.value.code == "INVALID_ARGUMENT", setting
     assert not (tmp_path / "a2.db").exists()  # refused before anything was made
+
+
+def test_an_old_sqlite_library_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.31.1")
+    with pytest.raises(A2Error) as refused:
+        upgrade(tmp_path / "a2.db")
+    assert "needs SQLite 3.37.0 or newer" in refused.value.message
+    assert "3.31.1" in refused.value.message
+    assert not (tmp_path / "a2.db").exists()
