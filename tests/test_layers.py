@@ -1,4 +1,4 @@
-"""The package's layers: cli -> worker, demo, bench -> the Store protocol <- backends.
+"""The package's layers: cli -> worker, demo, bench, dashboard -> the Store protocol <- backends.
 
 No module imports from a layer above its own, and the backends know nothing of each
 other nor of the worker: every rule they share lives in the contract layer below them.
@@ -22,9 +22,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     "postgres": FACE | {"postgres"},
     "sqlite": FACE | {"sqlite"},
     "worker": FACE | {"worker"},
+    "observability": FACE | {"observability", "worker", "__init__"},
     "demo": FACE | {"demo", "worker", "postgres", "sqlite"},
     "bench": FACE | {"bench", "worker", "postgres", "sqlite"},
-    "cli": FACE | {"cli", "worker", "demo", "bench", "postgres", "sqlite", "__init__"},
+    "dashboard": FACE | {"dashboard"},
+    "cli": FACE
+    | {
+        *("cli", "worker", "demo", "bench", "postgres", "sqlite"),
+        *("observability", "dashboard", "__init__"),
+    },
     "testing": FACE | {"postgres", "worker"},
     "__init__": FACE | {"memory", "postgres", "sqlite", "worker"},
 }
@@ -86,14 +92,8 @@ def test_the_package_root_holds_only_its_face_and_subpackages() -> None:
     assert modules == {"__init__", "testing"} | (FACE - {"contract"})
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert packages == {
-        "contract",
-        "memory",
-        "postgres",
-        "sqlite",
-        "worker",
-        "cli",
-        "demo",
-        "bench",
+        *("contract", "memory", "postgres", "sqlite", "worker", "cli", "demo", "bench"),
+        *("observability", "dashboard"),
     }
 
 

@@ -163,43 +163,37 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     """Waits for the database (``--wait``), then runs the app's consumers until SIGTERM or
     SIGINT, then drains and exits 0. A SQLite file (``--sqlite``) is opened at once: a
     missing or unmigrated one exits 4."""
+    from ..worker import serve
+    from .observe import setup_logging, worker_observers
     from .startup import store_when_reachable
 
     settings = worker_settings(args)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(args)
     app = load_app(args.app)
-    if sqlite_path(args) is not None:
-        async with open_cli_store(args) as store:
-            return await _serve(args, store, app, settings, f"SQLite {sqlite_path(args)}")
-    opening = store_when_reachable(
-        args.dsn,
-        args.schema,
-        wait=args.wait,
-        every=settings.poll_interval,
-        **store_options(args),
-    )
-    async with opening as store:
-        return await _serve(args, store, app, settings, describe_dsn(args.dsn))
+    path = sqlite_path(args)
+    if path is not None:
+        opening = open_cli_store(args)
+        where = f"SQLite {path}"
+    else:
+        opening = store_when_reachable(
+            args.dsn,
+            args.schema,
+            wait=args.wait,
+            every=settings.poll_interval,
+            **store_options(args),
+        )
+        where = describe_dsn(args.dsn)
+    with worker_observers(args) as observers:
+        async with opening as store:
+            served: Store = store
+            if args.no_listen:
+                from ..worker.polling import PollingOnly
 
-
-async def _serve(
-    args: argparse.Namespace, store: Store, app: App, settings: WorkerSettings, where: str
-) -> int:
-    from ..worker import serve
-
-    served = store
-    if args.no_listen:
-        from ..worker.polling import PollingOnly
-
-        served = PollingOnly(store)
-    names = ", ".join(c.name for c in app.consumers)
-    logging.getLogger("a2pg.worker").info(
-        "serving %s on %s%s", names, where, " (polling only)" * args.no_listen
-    )
-    stats = await serve(served, app, settings=settings)
-    logging.getLogger("a2pg.worker").info("stopped: %s", stats)
+                served = PollingOnly(store)
+            names = ", ".join(c.name for c in app.consumers)
+            logging.getLogger("a2pg.worker").info(
+                "serving %s on %s%s", names, where, " (polling only)" * args.no_listen
+            )
+            with observers.watching(store):  # the worker logs its stats once, as it stops
+                await serve(served, app, settings=settings, hooks=observers.hooks)
     return EXIT_OK

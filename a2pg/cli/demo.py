@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..demo import DemoConfig, DemoFailed, DemoRun, run_demo
 from ..demo.progress import ProgressBar
@@ -20,6 +22,10 @@ from .common import (
     store_options,
 )
 from .options import from_args
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from .dashboard import Serving
 
 
 def report(run: DemoRun, where: str) -> dict[str, Any]:
@@ -63,46 +69,92 @@ def print_report(stdout: TextIO, data: dict[str, Any], run: DemoRun) -> None:
         stdout.write("worker output (last lines):\n" + run.worker_log[-1500:] + "\n")
 
 
+Opener = Callable[[], contextlib.AbstractAsyncContextManager["Store"]]
+"""Opens the store the demo ran on again (for ``--dashboard``)."""
+Finish = Callable[[DemoRun, str, Opener], Awaitable[int]]
+
+
 async def _on_sqlite(
-    args: argparse.Namespace, config: DemoConfig, bar: ProgressBar
-) -> tuple[DemoRun, str]:
-    """The demo on ``--sqlite PATH``, or on a temporary file when PATH is left out."""
+    args: argparse.Namespace, config: DemoConfig, bar: ProgressBar, finish: Finish
+) -> int:
+    """The demo on ``--sqlite PATH``, or on a temporary file when PATH is left out (kept
+    until ``finish`` is done with it)."""
     from ..demo.targets import SqliteTarget
 
     path = sqlite_path(args)
     if path is not None:
-        return await run_demo(SqliteTarget(path), None, config, bar), f"the file {path},"
+        target = SqliteTarget(path)
+        run = await run_demo(target, None, config, bar)
+        return await finish(run, f"the file {path},", target.open_store)
     with tempfile.TemporaryDirectory(prefix="a2pg-demo-sqlite-") as folder:
         bar.say(f"a temporary SQLite file in {folder}")
-        run = await run_demo(SqliteTarget(Path(folder) / "demo.db"), None, config, bar)
-    return run, "a temporary file,"
+        target = SqliteTarget(Path(folder) / "demo.db")
+        run = await run_demo(target, None, config, bar)
+        return await finish(run, "a temporary file,", target.open_store)
 
 
 async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
     config = from_args(DemoConfig, args)
     if args.dsn is None and getattr(args, "sqlite", None) is None:
         require_embedded_or_dsn()
+    serving = _dashboard(args)
     bar = ProgressBar(config.units, sys.stderr, label="completions")
+
+    async def finish(run: DemoRun, where: str, opener: Opener) -> int:
+        bar.say("done")
+        data = report(run, where)
+        if args.json:
+            out.write_json(stdout, data)
+        else:
+            print_report(stdout, data, run)
+        if serving is not None:
+            from .dashboard import serve_store
+
+            async with opener() as store:
+                await serve_store(store, serving, stdout)
+        return EXIT_OK if data["ok"] else EXIT_FAILED
+
     try:
         if getattr(args, "sqlite", None) is not None:
-            run, where = await _on_sqlite(args, config, bar)
-            data = report(run, where)
-        elif args.dsn is not None:
+            return await _on_sqlite(args, config, bar, finish)
+        if args.dsn is not None:
             run = await run_demo(args.dsn, args.schema, config, bar, store_options(args))
-            data = report(run, "the given")
-        else:
-            from ..postgres.embedded import embedded_postgres
+            return await finish(run, "the given", _postgres(args, args.dsn))
+        from ..postgres.embedded import embedded_postgres
 
-            bar.say("starting an embedded PostgreSQL in a temporary directory")
-            with embedded_postgres() as dsn:
-                run = await run_demo(dsn, args.schema, config, bar, store_options(args))
+        bar.say("starting an embedded PostgreSQL in a temporary directory")
+        with embedded_postgres() as dsn:
+            run = await run_demo(dsn, args.schema, config, bar, store_options(args))
+            try:
+                return await finish(run, "embedded", _postgres(args, dsn))
+            finally:
                 bar.say("stopping the embedded PostgreSQL")
-            data = report(run, "embedded")
     except DemoFailed as exc:
         fail(EXIT_FAILED, str(exc))
-    bar.say("done")
-    if args.json:
-        out.write_json(stdout, data)
-    else:
-        print_report(stdout, data, run)
-    return EXIT_OK if data["ok"] else EXIT_FAILED
+    finally:
+        if serving is not None:
+            serving.listener.sock.close()
+
+
+def _postgres(args: argparse.Namespace, dsn: str) -> Opener:
+    def opener() -> contextlib.AbstractAsyncContextManager[Store]:
+        from ..postgres.connect import open_store
+
+        return open_store(dsn, args.schema, **store_options(args))
+
+    return opener
+
+
+def _dashboard(args: argparse.Namespace) -> Serving | None:
+    """``--dashboard``: the address checked and taken before the demo runs."""
+    if not getattr(args, "dashboard", False):
+        return None
+    from .dashboard import prepare
+
+    return prepare(
+        host=args.dashboard_host,
+        port=args.dashboard_port,
+        root_path=args.dashboard_root_path,
+        refresh=args.dashboard_refresh,
+        read_only=False,
+    )

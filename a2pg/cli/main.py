@@ -29,6 +29,7 @@ from typing import TextIO
 from .. import __version__
 from ..bench.config import BenchConfig
 from ..demo.config import DemoConfig
+from . import dashboard
 from .common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
@@ -190,6 +191,9 @@ def _add_worker_options(worker: argparse.ArgumentParser) -> None:
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="logging level",
     )
+    from .observe import add_worker_observability_options
+
+    add_worker_observability_options(worker)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -230,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         DEMO_DETAILS,
     )
     add_options(demo, DemoConfig)
+    dashboard.add_demo_options(demo)
 
     bench = command(
         "bench",
@@ -265,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the head of the consumer's event cursor (its event targeted without a lane)",
     )
 
+    from .metrics import METRICS_DETAILS, METRICS_HELP, add_metrics_options
+
+    add_metrics_options(command("metrics", METRICS_HELP, METRICS_DETAILS))
+
     tail = command("tail", "print a session's events, then follow new ones until Ctrl-C")
     tail.add_argument("session", metavar="SESSION")
     tail.add_argument("--after", type=int, default=0, help="start after this index")
@@ -274,12 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="print the stored events and exit",
     )
+    dashboard.add_parser(command)
     return parser
 
 
 def _commands() -> dict[str, Command]:
     """Command name to implementation; imported lazily so `a2pg --help` stays fast."""
     from . import admin, inspect
+    from .metrics import cmd_metrics
 
     commands: dict[str, Command] = {
         "migrate": admin.cmd_migrate,
@@ -290,6 +301,8 @@ def _commands() -> dict[str, Command]:
         "dead-letters": inspect.cmd_dead_letters,
         "redrive": inspect.cmd_redrive,
         "tail": inspect.cmd_tail,
+        "metrics": cmd_metrics,
+        "dashboard": dashboard.cmd_dashboard,
     }
     return commands
 

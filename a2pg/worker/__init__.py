@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..backoff import Backoff
 from .app import App, Handler, HandlerResult
 from .attempt import WorkerStats
+from .hooks import Outcome, WorkerHooks
 from .runtime import Worker, serve
 from .settings import WorkerSettings
 
@@ -13,7 +14,9 @@ __all__ = [
     "Backoff",
     "Handler",
     "HandlerResult",
+    "Outcome",
     "Worker",
+    "WorkerHooks",
     "WorkerSettings",
     "WorkerStats",
     "serve",

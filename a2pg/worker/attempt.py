@@ -21,6 +21,7 @@ from ..store import Store
 from .app import App, Registration, completion_events
 from .batch import SEND_RETRY_BASE, CompletionBatcher, PendingCompletion
 from .health import StoreHealth
+from .hooks import Outcome, WorkerHooks
 
 log = logging.getLogger("a2pg.worker")
 
@@ -54,7 +55,12 @@ class Attempt:
     head: Head
     registration: Registration
     leased_at: float
+    claimed_at: float = 0.0
     stage: Stage = "running"
+    outcome: Outcome | None = None
+    """How it ended (see ``hooks.Outcome``); None while it runs."""
+    error: BaseException | None = None
+    """What failed it, when it failed."""
     handler: asyncio.Future[Any] | None = None
     entry: PendingCompletion | None = None
     superseded: bool = False
@@ -69,6 +75,10 @@ class Attempt:
         h = self.head
         lane = "" if h.lane is None else f"/{h.lane}"
         return f"{h.session_id}:{h.consumer}{lane}@{h.index}#{h.attempt}"
+
+    def elapsed(self) -> float:
+        """Seconds since it was claimed (by the event loop's clock)."""
+        return asyncio.get_running_loop().time() - self.claimed_at
 
 
 class AttemptRunner:
@@ -99,9 +109,11 @@ class AttemptRunner:
         on_retry: Callable[[float], None],
         on_handler_done: Callable[[], None],
         health: StoreHealth | None = None,
+        hooks: WorkerHooks | None = None,
     ) -> None:
         self.store = store
         self._health = health or StoreHealth(1.0)
+        self._hooks = hooks or WorkerHooks()
         self._app = app
         self.batcher = batcher
         self.holder = holder
@@ -118,21 +130,28 @@ class AttemptRunner:
         """Starts a claimed head's attempt; a head the claim dead-lettered is only counted."""
         if head.dead_lettered:
             self.stats.dead_lettered += 1
+            self._hooks.dead_lettered_on_claim(head)
             log.warning("%s:%s@%d dead-lettered (leases lapsed)", *_where(head))
             return None
         registration = self._registration(head)
         if registration is None:
             return None
         self.stats.claimed += 1
-        attempt = Attempt(head, registration, leased_at=asyncio.get_running_loop().time())
+        now = asyncio.get_running_loop().time()
+        attempt = Attempt(head, registration, leased_at=now, claimed_at=now)
         self._running_handlers += 1  # counted now: the claimer reads it before the task starts
 
         async def run() -> None:
             try:
-                await self._run(attempt)
-            except Exception:
-                self.stats.store_errors += 1
-                log.exception("attempt %s ended in error; its lease will lapse", attempt.describe())
+                with self._hooks.attempt(attempt):  # the handler runs inside (tracing spans)
+                    try:
+                        await self._run(attempt)
+                    except Exception as error:
+                        self.stats.store_errors += 1
+                        attempt.outcome, attempt.error = "abandoned", error
+                        log.exception(
+                            "attempt %s ended in error; its lease will lapse", attempt.describe()
+                        )
             finally:
                 on_done(attempt)
 
@@ -199,9 +218,11 @@ class AttemptRunner:
                 raise
             if attempt.superseded:
                 self.stats.superseded += 1
+                attempt.outcome = "superseded"
                 log.info("%s superseded; its handler was cancelled", attempt.describe())
             elif attempt.releasing:
                 attempt.stage = "released"
+                attempt.outcome = "released"
                 log.info("%s cut short by the shutdown; to be released", attempt.describe())
             else:  # the handler raised CancelledError itself: a failure like any other
                 await self._fail(attempt, error, describe_error(error))
@@ -211,6 +232,7 @@ class AttemptRunner:
             return
         if attempt.superseded:  # the renewal said so while the result was on its way
             self.stats.superseded += 1
+            attempt.outcome = "superseded"
             return
         try:  # bad events are the store's to judge: a refused batch is re-sent one by one
             events = completion_events(head, result)
@@ -247,6 +269,7 @@ class AttemptRunner:
         except asyncio.CancelledError:
             if _being_cancelled():
                 raise
+            attempt.outcome = "abandoned"
             log.warning("%s: completion not sent before shutdown", attempt.describe())
             return
         except A2Error as error:  # refused on its own: e.g. returned ids clash with stored events
@@ -254,17 +277,21 @@ class AttemptRunner:
             return
         except Exception as error:
             self.stats.store_errors += 1
+            attempt.outcome, attempt.error = "abandoned", error
             log.error("%s: completion not acknowledged (%r)", attempt.describe(), error)
             return
         if isinstance(outcome, Completed):
             self.stats.completed += 1
+            attempt.outcome = "completed"
         else:
             self.stats.superseded += 1
+            attempt.outcome = "superseded"
             log.info("%s superseded; its result was discarded", attempt.describe())
 
     async def _fail(self, attempt: Attempt, error: BaseException, text: str) -> None:
         head = attempt.head
         attempt.stage = "settling"
+        attempt.error = error
         retry_after = self.backoff.delay(head.failure_count + 1)
         delay = SEND_RETRY_BASE
         while True:  # the same call again is idempotent: repeat it until the store answers
@@ -287,6 +314,7 @@ class AttemptRunner:
                 log.info("%s: recording the failure failed (%r); again", attempt.describe(), lost)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._health.every)
+        attempt.outcome = result.outcome
         if result.outcome == "failed":
             self.stats.failed += 1
             self._on_retry(retry_after)

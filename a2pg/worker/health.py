@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from ..errors import A2Error
+from .hooks import WorkerHooks
 
 log = logging.getLogger("a2pg.worker")
 
@@ -30,12 +31,16 @@ class StoreHealth:
     while calls keep failing or one hangs (a blackholed or half-open connection),
     ``report()``, called every ``every`` seconds by ``watch()``, logs one WARNING line
     saying for how long and what waits. The first success after that says the
-    database answers again.
+    database answers again. Each call also runs inside ``hooks.store_call(what)`` (round-trip
+    metrics, a span per call).
     """
 
-    def __init__(self, every: float, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, every: float, *, clock: Clock | None = None, hooks: WorkerHooks | None = None
+    ) -> None:
         self.every = every
         self._clock = clock
+        self._hooks = hooks or WorkerHooks()
         self._ids = itertools.count()
         self._calls: dict[int, _Call] = {}
         self._failing_since: float | None = None
@@ -57,7 +62,8 @@ class StoreHealth:
         key = next(self._ids)
         self._calls[key] = _Call(what, self._now())
         try:
-            yield
+            with self._hooks.store_call(what):
+                yield
         except A2Error:
             self.succeeded()
             raise

@@ -11,6 +11,7 @@ from ..models import ClaimRef
 from ..store import Store
 from .attempt import Attempt, AttemptRunner
 from .health import StoreHealth
+from .hooks import WorkerHooks
 from .settings import WorkerSettings
 
 log = logging.getLogger("a2pg.worker")
@@ -37,9 +38,11 @@ class LeaseRenewer:
         runner: AttemptRunner,
         settings: WorkerSettings,
         health: StoreHealth | None = None,
+        hooks: WorkerHooks | None = None,
     ) -> None:
         self._store = store
         self._health = health or StoreHealth(settings.poll_interval)
+        self._hooks = hooks or WorkerHooks()
         self._runner = runner
         self._holder = settings.holder
         self._ttl = settings.ttl
@@ -89,7 +92,9 @@ class LeaseRenewer:
                 self._runner.supersede(attempt)
             elif ref in renewed:
                 attempt.leased_at = now
+                self._hooks.lease_renewed(attempt)
             elif attempt.task is not None and not attempt.task.done():
+                self._hooks.lease_lapsed(attempt)
                 log.warning("lease of %s lapsed before it was renewed", attempt.describe())
 
     async def _release_session(self, session_id: str, attempts: list[Attempt]) -> None:

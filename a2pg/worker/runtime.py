@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -19,9 +20,11 @@ from ..store import Store
 from ..wakeups import Subscription
 from .app import App
 from .attempt import Attempt, AttemptRunner, WorkerStats
+from .attempt_log import AttemptLog
 from .batch import CompletionBatcher
 from .beat import Heartbeat, package_version
 from .health import StoreHealth
+from .hooks import WorkerHooks, combine
 from .lease import LeaseRenewer
 from .settings import WorkerSettings
 
@@ -56,10 +59,20 @@ class Worker:
 
     The knobs are ``settings`` (a ``WorkerSettings``), or its fields given as keywords
     (``Worker(store, app, concurrency=20)``), not both; each reads as an attribute too.
+
+    ``hooks`` (a ``WorkerHooks`` or several) observe the worker: metrics and tracing from
+    ``a2pg.observability`` (``WorkerMetrics``, ``WorkerTracing``). Every worker also logs
+    each claim and each attempt's end at DEBUG (logger ``a2pg.worker.attempts``).
     """
 
     def __init__(
-        self, store: Store, app: App, settings: WorkerSettings | None = None, **knobs: Any
+        self,
+        store: Store,
+        app: App,
+        settings: WorkerSettings | None = None,
+        *,
+        hooks: WorkerHooks | Sequence[WorkerHooks] | None = None,
+        **knobs: Any,
     ) -> None:
         if len(app) == 0:
             raise ValueError("the app declares no consumers: nothing to work on")
@@ -69,7 +82,8 @@ class Worker:
         self.store = store
         self.app = app
         self.stats = WorkerStats()
-        self.health = StoreHealth(self.settings.poll_interval)
+        self.hooks = combine(AttemptLog(), hooks)
+        self.health = StoreHealth(self.settings.poll_interval, hooks=self.hooks)
         self._consumers = app.consumers
         self._inflight: dict[tuple[object, ...], Attempt] = {}
         self._wake = asyncio.Event()
@@ -183,8 +197,11 @@ class Worker:
             on_retry=self._note_retry,
             on_handler_done=self._handler_done,
             health=self.health,
+            hooks=self.hooks,
         )
-        self._renewer = LeaseRenewer(self.store, self._runner, self.settings, self.health)
+        self._renewer = LeaseRenewer(
+            self.store, self._runner, self.settings, self.health, hooks=self.hooks
+        )
         self._started_at = datetime.now(UTC)
         self._heartbeat = Heartbeat(
             self.store,
@@ -200,6 +217,7 @@ class Worker:
             "health": asyncio.create_task(self.health.watch(), name="a2pg-worker-health"),
         }
         self._started = True
+        self.hooks.started(self.holder, [c.name for c in self._consumers])
 
     def _bind_events(self) -> None:
         """Fresh events for this run's loop (a worker may be run again under another loop)."""
@@ -382,6 +400,7 @@ class Worker:
                     finally:
                         self._claims_paused = False
                     continue
+                self.hooks.claimed(len(heads), limit)
                 for head in heads:
                     self._begin(head)
                 if len(heads) >= limit:
@@ -401,6 +420,8 @@ class Worker:
                         await _wait_any(self._wake, within=self._idle_timeout())
                     finally:
                         self._claims_paused = False
+                    if not self._wake.is_set():
+                        self.hooks.poll()
         finally:
             self._claiming = False
 
@@ -473,6 +494,7 @@ class Worker:
 
     def _count_flush(self, size: int) -> None:
         self.stats.flushes += 1
+        self.hooks.completions_sent(size)
 
     # ------------------------------------------------------- leases and wakeups
 
@@ -496,6 +518,7 @@ class Worker:
         while True:
             try:
                 async for _session_id in wakeups:
+                    self.hooks.wakeup()
                     self._wake.set()
             except Exception as error:
                 self.stats.store_errors += 1
@@ -551,6 +574,7 @@ class Worker:
         self._stop.clear()
         self._force.clear()
         log.info("worker %s stopped: %s", self.holder, self.stats)
+        self.hooks.stopped(self.stats)
 
     async def _settle(self, runner: AttemptRunner) -> list[Attempt]:
         """Waits ``cleanup_timeout`` for in-flight attempts to settle; returns the ones given

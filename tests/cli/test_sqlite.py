@@ -109,6 +109,15 @@ def test_listings_and_redrive_on_a_file(cli: Cli, tmp_path: Path) -> None:
     assert tail.code == 0 and "turn" in tail.out
 
 
+def test_metrics_of_a_file(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "a2.db"
+    asyncio.run(_poisoned(path))
+    result = cli("metrics", "--once", "--json", "--sqlite", str(path))
+    assert result.code == 0, result.err
+    (reply,) = json.loads(result.out)["consumers"]
+    assert (reply["consumer"], reply["dead_letters"], reply["blocked_lanes"]) == ("reply", 1, 1)
+
+
 @pytest.mark.slow
 def test_demo_on_a_temporary_file_verifies_and_exits_0() -> None:
     result = run_script("demo", "--sqlite", "--sessions", "20", "--turns", "3", timeout=120)

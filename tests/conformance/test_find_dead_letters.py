@@ -4,9 +4,10 @@ and session id prefix, in keyset pages with no gap and no duplicate."""
 from __future__ import annotations
 
 from a2pg import Consumer, DeadLetterKey, DeadLetterQuery, Head, Target
+from a2pg.ids import FakeClock
 from a2pg.store import Store
 
-from .helpers import append, claim_one, ev, fail, refs
+from .helpers import TTL, append, claim_one, ev, fail, refs
 
 SESSIONS = ("a-1", "a-2", "b-1")
 ERRORS = {"c": "Traceback (most recent call last):\nTimeoutError: read timed out", "d": "boom"}
@@ -129,3 +130,17 @@ async def test_the_error_filter_folds_ascii_letters_only(store: Store) -> None:
     assert len(await store.find_dead_letters(DeadLetterQuery(error="disk full"))) == 1
     assert len(await store.find_dead_letters(DeadLetterQuery(error="ÉCHEC"))) == 1
     assert await store.find_dead_letters(DeadLetterQuery(error="échec")) == []
+
+
+async def test_a_head_dead_by_lapsed_leases_has_no_error_to_match(
+    store: Store, clock: FakeClock
+) -> None:
+    await append(store, "s", ev(to=["c"]))
+    await claim_one(store, "s")
+    clock.advance(TTL + 1)
+    lapsed = await claim_one(store, "s", max_failures=1)
+    assert lapsed.dead_lettered and lapsed.dispatch.last_error is None
+    assert refs(await store.find_dead_letters(DeadLetterQuery(consumer="c"))) == [
+        ("s", "c", None, 1)
+    ]
+    assert await store.find_dead_letters(DeadLetterQuery(error="e")) == []

@@ -325,7 +325,14 @@ def test_the_wheel_ships_the_scripts_and_migrates_without_a_checkout(
         "a2pg/_alembic/env.py",
         "a2pg/_alembic/script.py.mako",
         *(f"a2pg/_alembic/versions/{p.name}" for p in (ROOT / "alembic" / "versions").glob("*.py")),
+        # The dashboard's templates and assets (it loads no file from anywhere else).
+        *(
+            p.relative_to(ROOT).as_posix()
+            for folder in ("templates", "static")
+            for p in (ROOT / "a2pg" / "dashboard" / folder).iterdir()
+        ),
     }
+    assert "a2pg/dashboard/static/dashboard.js" in shipped
     assert shipped <= names
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     site = tmp_path / "site"

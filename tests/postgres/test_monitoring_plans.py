@@ -39,7 +39,7 @@ LOAD: list[LiteralString] = [
         select {_SID}, {EVENTS}, case when s % 500 = 0 then 10 else 0 end, now()
           from generate_series(1, {SESSIONS}) s""",
     f"""insert into a2_events (session_id, idx, event_id, event_type, payload, created_at)
-        select {_SID}, i, md5(s || ':' || i)::uuid::text,
+        select {_SID}, i, s || ':' || i,
                case when i % 10 = 0 then 'order.placed' else 'work' end, '{{}}',
                now() - interval '1 day' + i * interval '1 second'
           from generate_series(1, {SESSIONS}) s, generate_series(1, {EVENTS}) i""",
@@ -195,3 +195,21 @@ async def test_sessions_reads_each_listed_sessions_heads_only(
     assert sum(info.blocked for info in page) == 2 * 4 + 2  # two dead lanes, one dead log
     (explained,) = spy.of("sessions_page")
     await assert_cheap(loaded_dsn, explained, "a2_cursors_heads")
+
+
+async def test_a_large_sessions_page_is_costed_below_the_jit_threshold(
+    loaded_dsn: str, spy: PlanSpy
+) -> None:
+    """A page of 1,000 sessions reads in milliseconds; costed above ``jit_above_cost`` it
+    would first be JIT-compiled, which takes longer than reading it (the trap of guessing
+    many heads per session, see sessions_page)."""
+    async with opened(loaded_dsn) as store:
+        assert len(await store.sessions(limit=1_000)) == 1_000
+        await store.consumer_stats()
+    async with await AsyncConnection.connect(loaded_dsn) as conn:
+        cur = await conn.execute("select current_setting('jit_above_cost')::float8")
+        row = await cur.fetchone()
+    assert row is not None
+    for name in ("sessions_page", "consumer_stats"):
+        (explained,) = spy.of(name)
+        assert explained.plan["Total Cost"] < row[0], (name, explained.plan["Total Cost"])

@@ -146,3 +146,38 @@ async def test_a_failing_heartbeat_never_stops_the_work(
         assert worker.stats.store_errors >= 3
         assert any("store call failed (heartbeat: ConnectionError" in m for m in messages)
     assert await store.workers() == []
+
+
+class StuckStore:
+    """A real store whose later heartbeats hang and whose forget_workers fails: a database
+    that stopped answering while the worker stops."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.beats = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def heartbeat(self, beat: WorkerBeat) -> None:
+        self.beats += 1
+        if self.beats > 1:
+            await asyncio.Event().wait()  # never answers
+        await self.inner.heartbeat(beat)
+
+    async def forget_workers(self, holders: Any) -> None:
+        raise ConnectionError("server closed the connection")
+
+
+async def test_a_worker_stops_even_when_its_last_beats_cannot_reach_the_store(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="a2pg.worker")
+    stuck = StuckStore(store)
+    worker = Worker(cast(Store, stuck), echo_app(), heartbeat_interval=BEAT, cleanup_timeout=0.2)
+    async with worker:
+        await until(lambda: stuck.beats >= 2)  # the second beat hangs
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("could not drop this worker's heartbeat row" in m for m in messages), messages
+    [left] = await store.workers()  # stale in time, as a killed worker's
+    assert left.beat.holder == worker.holder

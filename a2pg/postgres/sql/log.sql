@@ -108,33 +108,43 @@ select exists (
 
 -- name: sessions_page
 -- `after` is '' for the first page (no session id is empty): one range scan of
--- a2_sessions_listing per page, whatever plan the statement gets; per session, its heads
--- above the clear index from a2_cursors_heads, what its dead lanes hold back (counted
--- only where some head is dead: the planner, seeing few, keeps the estimate low enough
--- that no JIT compiles the page) and its newest event, by primary key.
-select s.session_id, s.head, s.clear_index,
-       w.pending, w.dead_letters,
-       case when w.dead_letters = 0 then 0
-            else (select pg_catalog.sum(
-                           -- include: blocked_behind
-                         )
-                    from {schema}.a2_cursors c
-                   where c.session_id = s.session_id and c.head > s.clear_index
-                     and c.failed_at is not null)
-       end::bigint as blocked,
+-- a2_sessions_listing per page, whatever plan the statement gets. Per session of the
+-- page: its heads (a2_cursors_heads) counted above the clear index, and its newest event
+-- by primary key; then what the page's dead lanes and logs hold back (a2_cursors_dead,
+-- probed per session: its key is collate "C"). The heads are selected by
+-- `head is not null` alone, whose selectivity the planner knows (few), and the dead
+-- lanes apart from them: else it guesses many rows per session and costs a large page
+-- high enough to JIT-compile it, which takes longer than the page itself.
+with page as (
+  select session_id, head, clear_index
+    from {schema}.a2_sessions
+   where session_id collate "C" > %(after)s::text
+   order by session_id collate "C"
+   limit %(limit)s::bigint
+), blocked as (
+  select c.session_id,
+         pg_catalog.sum(
+           -- include: blocked_behind
+         ) as blocked
+    from page p
+    join {schema}.a2_cursors c on c.session_id collate "C" = p.session_id
+   where c.failed_at is not null and c.kind <> 'event' and c.head > p.clear_index
+   group by c.session_id
+)
+select s.session_id, s.head, s.clear_index, w.pending, w.dead_letters,
+       coalesce(b.blocked, 0)::bigint as blocked,
        (select e.created_at from {schema}.a2_events e
          where e.session_id = s.session_id and e.idx = s.head) as last_event_at
-  from (select session_id, head, clear_index
-          from {schema}.a2_sessions
-         where session_id collate "C" > %(after)s::text
-         order by session_id collate "C"
-         limit %(limit)s::bigint) s
+  from page s
  cross join lateral (
-    select pg_catalog.count(*) filter (where c.failed_at is null) as pending,
-           pg_catalog.count(*) filter (where c.failed_at is not null) as dead_letters
+    select pg_catalog.count(*) filter (where c.head > s.clear_index and c.failed_at is null)
+             as pending,
+           pg_catalog.count(*) filter (where c.head > s.clear_index
+                                         and c.failed_at is not null) as dead_letters
       from {schema}.a2_cursors c
-     where c.session_id = s.session_id and c.head > s.clear_index
+     where c.session_id = s.session_id and c.head is not null
   ) w
+  left join blocked b on b.session_id = s.session_id
  order by s.session_id collate "C";
 
 -- name: free_stale_ids

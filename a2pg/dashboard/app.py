@@ -1,0 +1,126 @@
+"""``create_app(store, ...)``: the dashboard as a Starlette ASGI app on any ``Store``.
+
+Every read goes through the Store protocol (the same operations, and so the same
+named SQL, as the CLI), so the dashboard runs on ``MemoryStore`` as on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from importlib import resources
+
+import psycopg
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import A2Error
+from ..store import Store
+from .pages.actions import redrive_many, redrive_one
+from .pages.dead_letters import confirm_page, dead_letters_page
+from .pages.overview import overview_page
+from .pages.sessions import session_page, sessions_page
+from .pages.tail import tail_stream
+from .render import Pages
+from .security import Auth, Csrf, RequireAuth
+from .state import Dashboard, dashboard_of
+from .throughput import SAMPLE_SECONDS, sampling
+
+log = logging.getLogger("a2pg.dashboard")
+
+REFRESH_SECONDS = 5.0
+MAX_BODY_BYTES = 1 << 20
+"""The largest form accepted (a bulk confirmation of 500 keys is well below)."""
+
+
+def create_app(
+    store: Store,
+    *,
+    read_only: bool = False,
+    auth: Auth | None = None,
+    csrf_secret: bytes | None = None,
+    refresh_seconds: float = REFRESH_SECONDS,
+    sample_seconds: float = SAMPLE_SECONDS,
+) -> Starlette:
+    """The dashboard over ``store`` (which the caller opens and closes).
+
+    ``read_only`` hides every action and refuses every POST; ``auth`` (default: none)
+    is what each request must carry (``Auth.from_env()`` reads the environment);
+    ``csrf_secret`` signs the forms' tokens (default: random, per process). Throughput
+    is sampled from worker heartbeats every ``sample_seconds`` while the app runs
+    (its lifespan).
+    """
+    dashboard = Dashboard(
+        store=store,
+        pages=Pages(Csrf(csrf_secret), read_only=read_only, refresh_seconds=refresh_seconds),
+        read_only=read_only,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with sampling(store, dashboard.throughput, sample_seconds):
+            yield
+
+    static = resources.files("a2pg.dashboard") / "static"
+    routes = [
+        Route("/", overview_page, name="overview"),
+        Route("/sessions", sessions_page, name="sessions"),
+        Route("/session", session_page, name="session"),
+        Route("/session/stream", tail_stream, name="tail"),
+        Route("/dead-letters", dead_letters_page, name="dead_letters"),
+        Route("/dead-letters/confirm", confirm_page, name="confirm"),
+        Route("/redrive", redrive_one, methods=["POST"], name="redrive"),
+        Route("/redrive/many", redrive_many, methods=["POST"], name="redrive_many"),
+        Mount("/static", StaticFiles(directory=str(static)), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(RequireAuth, auth=auth or Auth())],
+        exception_handlers={
+            HTTPException: _http_error,
+            A2Error: _store_error,
+            psycopg.OperationalError: _database_down,
+        },
+        lifespan=lifespan,
+        max_body_size=MAX_BODY_BYTES,
+    )
+    app.state.dashboard = dashboard
+    return app
+
+
+def close_tails(app: Starlette) -> None:
+    """Ends the live tails of a dashboard app, so a server stopping need not wait on them."""
+    dashboard: Dashboard = app.state.dashboard
+    dashboard.close_tails()
+
+
+def _error_page(request: Request, status: int, title: str, detail: str) -> Response:
+    return dashboard_of(request).pages.render(
+        request, "error.html", status_code=status, title=title, detail=detail
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    titles = {400: "Bad request", 403: "Forbidden", 404: "Not found", 405: "Not allowed"}
+    title = titles.get(exc.status_code, "Error")
+    return _error_page(request, exc.status_code, title, str(exc.detail))
+
+
+async def _store_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, A2Error)
+    status = 400 if exc.code == "INVALID_ARGUMENT" else 409
+    return _error_page(request, status, exc.code, exc.message)
+
+
+async def _database_down(request: Request, exc: Exception) -> Response:
+    log.warning("dashboard: database unavailable (%s)", type(exc).__name__)
+    return _error_page(
+        request, 503, "Database unavailable", "the store cannot reach its database; retry soon"
+    )
