@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import logging
-import os
-import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..postgres.connect import check_reachable
 from ..store import Store
-from ..worker import App, WorkerSettings
+from ..worker import WorkerSettings
 from . import output as out
+from .app_target import load_app
 from .common import (
     EXIT_NOT_MIGRATED,
     EXIT_OK,
@@ -111,36 +109,6 @@ async def cmd_check(args: argparse.Namespace, stdout: TextIO) -> int:
     if not status.is_current:
         fail(EXIT_NOT_MIGRATED, f"{status.describe()}; {status.fix()}")
     return EXIT_OK
-
-
-def load_app(spec: str) -> App:
-    """The ``App`` named by ``module:attribute`` (a zero-argument factory returning one works too).
-
-    The current directory is importable, as with ``python -m``, so ``a2pg worker
-    jobs:app`` finds ``./jobs.py``.
-    """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        fail(EXIT_USAGE, f"expected MODULE:APP (like myproject.jobs:app), got {spec!r}")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            fail(EXIT_USAGE, f"cannot import module {module_name!r}: {exc}")
-        raise
-    target: Any = module
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            fail(EXIT_USAGE, f"module {module_name!r} has no attribute {attr!r}")
-    if not isinstance(target, App) and callable(target):
-        target = target()
-    if not isinstance(target, App):
-        fail(EXIT_USAGE, f"{spec} is a {type(target).__name__}, not an a2pg App")
-    return target
 
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:

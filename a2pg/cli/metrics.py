@@ -80,6 +80,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
     from ..observability.collector import StoreCollector
+
     logging.basicConfig(level=logging.INFO, format=TEXT_FORMAT, stream=sys.stderr)
     registry = CollectorRegistry(auto_describe=True)
     with contextlib.ExitStack() as stack:

@@ -91,7 +91,16 @@ def session_rows(sessions: Sequence[SessionInfo]) -> list[dict[str, Any]]:
     return [dataclasses.asdict(s) for s in sessions]
 
 
-SESSION_COLUMNS = ("session_id", "head", "clear_index", "pending", "dead_letters")
+SESSION_COLUMNS = (
+    "session_id",
+    "head",
+    "clear_index",
+    "pending",
+    "blocked",
+    "dead_letters",
+    "last_event_at",
+)
+"""``blocked``: events held behind a dead-lettered lane head (not in ``pending``)."""
 
 
 def cursor_rows(cursors: Sequence[Cursor], now: datetime) -> list[dict[str, Any]]:

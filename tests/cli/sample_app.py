@@ -17,3 +17,15 @@ async def echo(head: Head) -> list[NewEvent]:
 def make_app() -> App:
     """A factory: ``a2pg worker tests.cli.sample_app:make_app`` calls it."""
     return app
+
+
+empty_app = App()
+
+
+def failing_factory() -> App:
+    """A factory whose set-up fails: ``a2pg worker`` shows the error in one line."""
+    raise RuntimeError("JOBS_CONFIG is not set")
+
+
+def not_a_factory() -> dict[str, int]:
+    return {}

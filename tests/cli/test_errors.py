@@ -17,6 +17,14 @@ INSPECTIONS = [
     ["dead-letters", "s1"],
     ["redrive", "s1", "c", "1", "--skip"],
     ["tail", "s1", "--no-follow"],
+    ["redrive", "--retry", "--all"],
+    ["clear", "s1"],
+    ["clear", "--older-than", "1d"],
+    ["reclaim", "s1"],
+    ["reclaim", "--all"],
+    ["consumers"],
+    ["consumers", "--unregister", "audit"],
+    ["workers"],
 ]
 WORKER = ["worker", "tests.cli.sample_app:app", "--wait", "0"]
 """``--wait 0``: fail at once rather than wait for the database (tests/cli/test_wait.py)."""

@@ -60,14 +60,23 @@ def test_sessions_table_and_json(cli: Cli, dsn: str) -> None:
         "CLEAR",
         "INDEX",
         "PENDING",
+        "BLOCKED",
         "DEAD",
         "LETTERS",
+        "LAST",
+        "EVENT",
+        "AT",
     ]
-    assert lines[2].split() == ["s1", "3", "0", "1", "1"]
-    assert lines[3].split() == ["s2", "1", "0", "0", "0"]
+    # s1: the mailer's head pending; the lane event behind the dead-lettered head blocked
+    assert lines[2].split()[:6] == ["s1", "3", "0", "1", "1", "1"]
+    assert lines[3].split()[:6] == ["s2", "1", "0", "0", "0", "0"]
+    assert lines[2].endswith("Z")  # the last event's time, UTC
     data = json.loads(cli("sessions", "--json", "--dsn", dsn).out)
     assert [s["session_id"] for s in data] == ["s1", "s2"]
     assert data[0]["dead_letters"] == 1
+    assert data[0]["blocked"] == 1
+    assert None not in (data[0]["last_event_at"], data[1]["last_event_at"])
+    assert data[1]["last_event_at"] >= data[0]["last_event_at"]  # s2 appended after s1
     page = cli("sessions", "--limit", "1", "--dsn", dsn)
     assert "(more: --after s1)" in page.out
     assert "s2" in cli("sessions", "--after", "s1", "--dsn", dsn).out

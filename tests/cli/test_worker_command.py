@@ -12,28 +12,70 @@ import pytest
 
 from a2pg.models import NewEvent, Target
 
-from .conftest import A2PG, Cli
+from .conftest import A2PG, Cli, run_script
 
 ROOT = Path(__file__).resolve().parents[2]
+SOMEWHERE = "postgresql://postgres@127.0.0.1:1/nothing"
+"""A well-formed DSN nothing listens on: a bad target fails before anything connects."""
 
 
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("no_colon", "expected MODULE:APP"),
+        ("no_colon", "expected MODULE:APP (like myproject.jobs:app), got 'no_colon'"),
+        (":app", "expected MODULE:APP"),
+        ("tests.cli.sample_app:", "expected MODULE:APP"),
         ("tests.cli.nowhere:app", "cannot import module 'tests.cli.nowhere'"),
-        ("tests.cli.sample_app:missing", "has no attribute 'missing'"),
-        ("tests.cli.sample_app:not_an_app", "is a int, not an a2pg App"),
+        (
+            "tests.cli.sample_app:missing",
+            "module 'tests.cli.sample_app' has no attribute 'missing'",
+        ),
+        (
+            "tests.cli.sample_app:not_an_app",
+            "tests.cli.sample_app:not_an_app is a int, not an a2pg App",
+        ),
+        ("json:loads", "json:loads is a function, not an a2pg App"),
+        ("json:JSONDecodeError", "json:JSONDecodeError is a type, not an a2pg App"),
+        (
+            "tests.cli.sample_app:not_a_factory",
+            "tests.cli.sample_app:not_a_factory() returned a dict, not an a2pg App",
+        ),
+        (
+            "tests.cli.sample_app:failing_factory",
+            "calling tests.cli.sample_app:failing_factory() failed: "
+            "RuntimeError: JOBS_CONFIG is not set (at ",
+        ),
+        (
+            "tests.cli.broken_import:app",
+            "importing module 'tests.cli.broken_import' failed: "
+            "RuntimeError: DATABASE_URL is not set (at ",
+        ),
+        (
+            "tests.cli.missing_dependency:app",
+            "importing module 'tests.cli.missing_dependency' failed: ModuleNotFoundError: "
+            "No module named 'a2pg_no_such_dependency' (at ",
+        ),
+        ("tests.cli.sample_app:empty_app", "tests.cli.sample_app:empty_app has no consumers"),
+        ("a2pg.worker:App", "a2pg.worker:App has no consumers"),
     ],
 )
 def test_bad_app_specs_exit_2(cli: Cli, postgres_dsn: str, spec: str, message: str) -> None:
+    """One line naming what is wrong, no traceback, before anything touches the database."""
     result = cli("worker", spec, "--dsn", postgres_dsn)
     assert result.code == 2
-    assert message in result.err
+    assert result.err.startswith(f"a2pg: error: {message}"), result.err
+    assert result.err.count("\n") == 1, result.err
+    assert result.out == ""
+
+
+def test_a_bad_app_spec_from_the_script_is_one_line() -> None:
+    result = run_script("worker", "json:loads", "--dsn", SOMEWHERE)
+    assert result.code == 2
+    assert result.err == "a2pg: error: json:loads is a function, not an a2pg App\n"
 
 
 def test_load_app_accepts_a_factory() -> None:
-    from a2pg.cli.admin import load_app
+    from a2pg.cli.app_target import load_app
 
     from .sample_app import app
 

@@ -1,0 +1,86 @@
+"""What the operator commands share: how they add their parsers, open the store, read durations."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+from ...contract.limits import MAX_SECONDS
+from ...models import SessionInfo
+from ..common import open_cli_store
+
+if TYPE_CHECKING:
+    from ...store import Store
+
+Command = Callable[[argparse.Namespace, TextIO], Awaitable[int]]
+
+SESSION_PAGE = 100
+"""Sessions per ``Store.sessions`` call when a command walks all of them."""
+
+
+class AddCommand(Protocol):
+    """``main.build_parser``'s ``command(name, help, details)``: a subparser with the
+    connection options, the exit codes epilog and the shared formatter."""
+
+    def __call__(self, name: str, help_text: str, details: str = "") -> argparse.ArgumentParser: ...
+
+
+@asynccontextmanager
+async def opened(args: argparse.Namespace) -> AsyncIterator[Store]:
+    """The store of ``--sqlite`` or ``--dsn``/``--schema``/``--pooler``/``--prepare``,
+    closed on exit (``common.open_cli_store``)."""
+    async with open_cli_store(args) as store:
+        yield store
+
+
+async def require_session(store: Store, session_id: str) -> None:
+    """Exit 5 for a session with no events (see ``inspect.require_session``)."""
+    from ..inspect import require_session as require
+
+    await require(store, session_id)
+
+
+async def all_sessions(store: Store) -> AsyncIterator[SessionInfo]:
+    """Every session by id, a page at a time."""
+    after: str | None = None
+    while True:
+        page = await store.sessions(after=after, limit=SESSION_PAGE)
+        for info in page:
+            yield info
+        if len(page) < SESSION_PAGE:
+            return
+        after = page[-1].session_id
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def duration(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``45s`` (a number then one unit) as seconds, above 0."""
+    found = _DURATION.fullmatch(text.strip())
+    if found is None:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration like 30d, 12h, 90m or 45s, got {text!r}"
+        )
+    seconds = float(found[1]) * _UNIT_SECONDS[found[2]]
+    if not 0 < seconds <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 100 years, got {text!r}")
+    return seconds
+
+
+def idle_since(older_than: float, now: datetime | None = None) -> datetime:
+    """The cutoff of ``--older-than``: sessions whose last event is before it are idle."""
+    return (now or datetime.now(UTC)) - timedelta(seconds=older_than)
+
+
+def is_idle(info: SessionInfo, cutoff: datetime | None) -> bool:
+    """Whether the session's newest event (a clear marker counts) is older than ``cutoff``;
+    every session when there is no cutoff."""
+    if cutoff is None:
+        return True
+    return info.last_event_at is not None and info.last_event_at < cutoff
