@@ -61,6 +61,7 @@ from .store import Presence, Store
 if TYPE_CHECKING:
     from .memory import MemoryStore
     from .postgres import PostgresStore
+    from .sqlite import SqliteStore
     from .worker import App, Worker, WorkerSettings
 
 __version__ = "0.1.0"
@@ -109,6 +110,7 @@ __all__ = [
     "SessionInfo",
     "Settled",
     "SnapshotWrite",
+    "SqliteStore",
     "StateRead",
     "Store",
     "StoreNotConfigured",
@@ -127,6 +129,7 @@ _LAZY = {
     "App": ".worker",
     "MemoryStore": ".memory",
     "PostgresStore": ".postgres",
+    "SqliteStore": ".sqlite",
     "Worker": ".worker",
     "WorkerSettings": ".worker",
 }

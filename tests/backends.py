@@ -2,10 +2,10 @@
 
 Loaded by ``tests/conftest.py`` (``pytest_plugins``). ``store`` and ``make_store`` are
 parametrized over the backends ``A2PG_TEST_BACKENDS`` names (comma-separated; default:
-the :data:`BACKENDS` marked ``default``: memory and postgres). Adding a backend is one
-:class:`Backend` entry: where a test's data lives (made once per test) and how to open
-one more client on it. A file-backed store, for instance, would take
-``tmp_path / "a2.db"`` as its storage.
+the :data:`BACKENDS` marked ``default``: memory, postgres and sqlite). Adding a backend is
+one :class:`Backend` entry: where a test's data lives (made once per test) and how to open
+one more client on it. SQLite's is a copy of a migrated file in the test's ``tmp_path``;
+each client opened on it is another connection pair, as another process's would be.
 
 ``pgbouncer-transaction`` and ``pgbouncer-session`` (not run by default: ``.ci/run``
 selects them) run the same suites through a PgBouncer of the test run's own, on schema
@@ -17,6 +17,8 @@ row must be in ``a2`` (a statement that leaned on a search_path would have writt
 from __future__ import annotations
 
 import os
+import pathlib
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -77,6 +79,44 @@ async def _open_postgres(dsn: str, clock: FakeClock, ids: SequentialIds, limits:
     from a2pg.postgres import PostgresStore
 
     return await PostgresStore.open(dsn, clock=clock, ids=ids, limits=limits)
+
+
+# -- SQLite ----------------------------------------------------------------------------
+
+
+class SqliteTemplate:
+    """A migrated SQLite file made once per test run; each test gets a copy of its own."""
+
+    def __init__(self, folder: pathlib.Path) -> None:
+        from a2pg.sqlite import upgrade
+
+        self.path = folder / "template.db"
+        upgrade(self.path)
+
+    def copy(self, folder: pathlib.Path) -> pathlib.Path:
+        target = folder / "a2.db"
+        shutil.copyfile(self.path, target)
+        return target
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> SqliteTemplate:
+    return SqliteTemplate(tmp_path_factory.mktemp("sqlite-template"))
+
+
+def _sqlite_file(request: pytest.FixtureRequest) -> pathlib.Path:
+    """A fresh migrated database file in the test's own temporary folder."""
+    template: SqliteTemplate = request.getfixturevalue("sqlite_template")
+    folder: pathlib.Path = request.getfixturevalue("tmp_path")
+    return template.copy(folder)
+
+
+async def _open_sqlite(
+    path: pathlib.Path, clock: FakeClock, ids: SequentialIds, limits: Limits
+) -> Store:
+    from a2pg.sqlite import SqliteStore
+
+    return await SqliteStore.open(path, clock=clock, ids=ids, limits=limits)
 
 
 # -- PostgreSQL through PgBouncer --------------------------------------------------------
@@ -199,6 +239,7 @@ def _open_bounced(
 BACKENDS = (
     Backend("memory", _no_storage, _open_memory, one_instance=True),
     Backend("postgres", _postgres_database, _open_postgres, marks=(pytest.mark.postgres,)),
+    Backend("sqlite", _sqlite_file, _open_sqlite),
     Backend(
         "pgbouncer-transaction",
         _bounced("transaction"),

@@ -13,22 +13,26 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "a2pg"
 
-FACE = frozenset({"models", "errors", "ids", "wakeups", "backoff", "store", "contract"})
+FACE = frozenset({"models", "errors", "ids", "wakeups", "backoff", "store", "contract", "sqlnames"})
 """The package's face: the contract's types, errors and rules, shared by everything."""
 
 ALLOWED: dict[str, frozenset[str]] = {
     **{part: FACE for part in FACE},
     "memory": FACE | {"memory"},
     "postgres": FACE | {"postgres"},
+    "sqlite": FACE | {"sqlite"},
     "worker": FACE | {"worker"},
     "observability": FACE | {"observability", "worker", "__init__"},
-    "demo": FACE | {"demo", "worker", "postgres"},
-    "bench": FACE | {"bench", "worker", "postgres"},
+    "demo": FACE | {"demo", "worker", "postgres", "sqlite"},
+    "bench": FACE | {"bench", "worker", "postgres", "sqlite"},
     "dashboard": FACE | {"dashboard"},
     "cli": FACE
-    | {"cli", "worker", "demo", "bench", "postgres", "observability", "dashboard", "__init__"},
+    | {
+        *("cli", "worker", "demo", "bench", "postgres", "sqlite"),
+        *("observability", "dashboard", "__init__"),
+    },
     "testing": FACE | {"postgres", "worker"},
-    "__init__": FACE | {"memory", "postgres", "worker"},
+    "__init__": FACE | {"memory", "postgres", "sqlite", "worker"},
 }
 """What each part of the package may import (its first component under ``a2pg``)."""
 
@@ -88,7 +92,7 @@ def test_the_package_root_holds_only_its_face_and_subpackages() -> None:
     assert modules == {"__init__", "testing"} | (FACE - {"contract"})
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert packages == {
-        *("contract", "memory", "postgres", "worker", "cli", "demo", "bench"),
+        *("contract", "memory", "postgres", "sqlite", "worker", "cli", "demo", "bench"),
         *("observability", "dashboard"),
     }
 

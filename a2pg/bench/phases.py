@@ -16,14 +16,14 @@ import asyncio
 import queue
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..models import NewEvent, Target
 from ..store import Store
 from .config import APPEND_TASKS, BenchConfig
 from .errors import BenchFailed
-from .ledger import Ledger
 from .pool import Pool
 from .worker import (
     CHAIN_CONSUMER,
@@ -43,14 +43,31 @@ NOTIFY_PAUSE = 0.02
 """Seconds between latency samples with NOTIFY, so each finds the worker idle."""
 
 
+class Ledger(Protocol):
+    """What a phase reads of its own sessions straight from the tables: ``ledger.Ledger``
+    on PostgreSQL, ``a2pg.sqlite.probe.SqliteProbe`` on SQLite."""
+
+    async def live_heads(self, schema: str, ids: Sequence[str]) -> int: ...
+
+    async def done(self, schema: str, ids: Sequence[str], consumer: str) -> tuple[int, int]: ...
+
+    async def lane_done(
+        self, schema: str, ids: Sequence[str], consumer: str
+    ) -> tuple[int, int]: ...
+
+    async def events_in(self, schema: str, ids: Sequence[str]) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Where:
-    """The database a phase runs in: where workers connect, the schema, the store and ledger."""
+    """The database a phase runs in: where workers connect, the schema, the store and ledger;
+    ``sqlite``: ``dsn`` is the path of a SQLite file (``schema`` unused)."""
 
     dsn: str
     schema: str
     store: Store
     ledger: Ledger
+    sqlite: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +139,9 @@ async def drain(
     ``fresh`` spawns the processes (see ``Pool``): slower to start, but their peak RSS is
     their own."""
     app, consumer = ("chain", CHAIN_CONSUMER) if chain else ("drain", DRAIN_CONSUMER)
-    spec = WorkerSpec(where.dsn, where.schema, app, concurrency, pool_size=pool_size)
+    spec = WorkerSpec(
+        where.dsn, where.schema, app, concurrency, pool_size=pool_size, sqlite=where.sqlite
+    )
     pool = Pool([spec] * processes, fresh=fresh)
     await pool.start()
     try:
@@ -199,7 +218,14 @@ async def latency(where: Where, c: BenchConfig, tag: str, *, listen: bool) -> li
     """Seconds from ``append()`` returning to the handler starting, one idle worker."""
     poll = 1.0 if listen else c.poll_interval
     spec = WorkerSpec(
-        where.dsn, where.schema, "ping", 1, c.pool_size, poll_interval=poll, listen=listen
+        where.dsn,
+        where.schema,
+        "ping",
+        1,
+        c.pool_size,
+        poll_interval=poll,
+        listen=listen,
+        sqlite=where.sqlite,
     )
     pool = Pool([spec])
     await pool.start()

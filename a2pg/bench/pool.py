@@ -13,7 +13,14 @@ from .worker import WorkerSpec, worker_process
 
 STARTUP_TIMEOUT = 60.0
 RESULT_TIMEOUT = 30.0
-PRELOAD = ["a2pg.bench.worker", "a2pg.postgres", "a2pg.worker", "psycopg", "psycopg_pool"]
+PRELOAD = [
+    "a2pg.bench.worker",
+    "a2pg.postgres",
+    "a2pg.sqlite",
+    "a2pg.worker",
+    "psycopg",
+    "psycopg_pool",
+]
 """What the fork server imports once, so that each bench process starts in milliseconds."""
 
 

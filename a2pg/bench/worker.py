@@ -77,6 +77,8 @@ class WorkerSpec:
     pool_size: int = 10
     poll_interval: float = 1.0
     listen: bool = True
+    sqlite: bool = False
+    """``dsn`` is the path of a SQLite file."""
 
 
 def peak_rss_kb() -> int:
@@ -99,13 +101,15 @@ def worker_process(
     results.put(stats)
 
 
-async def _serve(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> dict[str, int]:
+async def _open(spec: WorkerSpec) -> Store:
+    if spec.sqlite:
+        from ..sqlite import SqliteStore
+
+        return await SqliteStore.open(spec.dsn)
     from ..postgres import PostgresStore
     from ..postgres.connect import env_pooler, env_prepare
-    from ..worker.polling import PollingOnly
-    from ..worker.runtime import Worker
 
-    store = await PostgresStore.open(  # the pooler settings come as open_store's do
+    store: Store = await PostgresStore.open(  # the pooler settings come as open_store's do
         spec.dsn,
         schema=spec.schema,
         min_size=spec.pool_size,
@@ -113,6 +117,14 @@ async def _serve(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> dict[str, 
         prepare=env_prepare(os.environ),
         pooler=env_pooler(os.environ) or "none",
     )
+    return store
+
+
+async def _serve(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> dict[str, int]:
+    from ..worker.polling import PollingOnly
+    from ..worker.runtime import Worker
+
+    store = await _open(spec)
     try:
         served: Store = store if spec.listen else PollingOnly(store)
         worker = Worker(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any, TextIO
 
 from ..postgres.connect import check_reachable
@@ -12,7 +13,16 @@ from ..store import Store
 from ..worker import WorkerSettings
 from . import output as out
 from .app_target import load_app
-from .common import EXIT_NOT_MIGRATED, EXIT_OK, EXIT_USAGE, describe_dsn, fail, store_options
+from .common import (
+    EXIT_NOT_MIGRATED,
+    EXIT_OK,
+    EXIT_USAGE,
+    describe_dsn,
+    fail,
+    open_cli_store,
+    sqlite_path,
+    store_options,
+)
 from .options import from_args
 
 
@@ -24,10 +34,11 @@ def _schema(args: argparse.Namespace) -> str:
 
 
 def _layout_json(status: Any) -> dict[str, Any]:
+    where = {"path": status.path} if hasattr(status, "path") else {"schema": status.schema}
     return {
         "state": status.state,
         "current": status.is_current,
-        "schema": status.schema,
+        **where,
         "revision": status.revision,
         "expected": status.expected,
         "description": status.describe(),
@@ -38,6 +49,11 @@ def _layout_json(status: Any) -> dict[str, Any]:
 async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
     """Applies the migrations, then reports the layout the way ``check`` does; with
     ``--sql``, prints the migration's SQL instead, connecting nowhere."""
+    path = sqlite_path(args)
+    if path is not None:
+        if args.sql:
+            fail(EXIT_USAGE, "--sql prints PostgreSQL's migration SQL: not with --sqlite")
+        return await _migrate_sqlite(args, stdout, path)
     from ..postgres.layout import inspect_layout
     from ..postgres.migrate import upgrade, write_script
 
@@ -51,6 +67,19 @@ async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
     before = await asyncio.to_thread(inspect_layout, args.dsn, schema)
     await asyncio.to_thread(upgrade, args.dsn, schema)
     after = await asyncio.to_thread(inspect_layout, args.dsn, schema)
+    return _migrated(args, stdout, before, after)
+
+
+async def _migrate_sqlite(args: argparse.Namespace, stdout: TextIO, path: Path) -> int:
+    from ..sqlite.layout import inspect_file
+    from ..sqlite.migrate import upgrade
+
+    before = await asyncio.to_thread(inspect_file, path)
+    after = await asyncio.to_thread(upgrade, path)
+    return _migrated(args, stdout, before, after)
+
+
+def _migrated(args: argparse.Namespace, stdout: TextIO, before: Any, after: Any) -> int:
     if args.json:
         out.write_json(stdout, {"before": _layout_json(before), "after": _layout_json(after)})
     elif before.is_current:
@@ -62,11 +91,17 @@ async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
 
 async def cmd_check(args: argparse.Namespace, stdout: TextIO) -> int:
     """Exit 0 when the layout is current; 4, naming the fix, when it is not."""
-    from ..postgres.layout import inspect_layout
+    path = sqlite_path(args)
+    status: Any
+    if path is not None:
+        from ..sqlite.layout import inspect_file
 
-    schema = _schema(args)
-    await check_reachable(args.dsn)
-    status = await asyncio.to_thread(inspect_layout, args.dsn, schema)
+        status = await asyncio.to_thread(inspect_file, path)
+    else:
+        from ..postgres.layout import inspect_layout
+
+        await check_reachable(args.dsn)
+        status = await asyncio.to_thread(inspect_layout, args.dsn, _schema(args))
     if args.json:
         out.write_json(stdout, _layout_json(status))
     elif status.is_current:
@@ -94,7 +129,8 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
 
 async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     """Waits for the database (``--wait``), then runs the app's consumers until SIGTERM or
-    SIGINT, then drains and exits 0."""
+    SIGINT, then drains and exits 0. A SQLite file (``--sqlite``) is opened at once: a
+    missing or unmigrated one exits 4."""
     from ..worker import serve
     from .observe import setup_logging, worker_observers
     from .startup import store_when_reachable
@@ -102,13 +138,19 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     settings = worker_settings(args)
     setup_logging(args)
     app = load_app(args.app)
-    opening = store_when_reachable(
-        args.dsn,
-        args.schema,
-        wait=args.wait,
-        every=settings.poll_interval,
-        **store_options(args),
-    )
+    path = sqlite_path(args)
+    if path is not None:
+        opening = open_cli_store(args)
+        where = f"SQLite {path}"
+    else:
+        opening = store_when_reachable(
+            args.dsn,
+            args.schema,
+            wait=args.wait,
+            every=settings.poll_interval,
+            **store_options(args),
+        )
+        where = describe_dsn(args.dsn)
     with worker_observers(args) as observers:
         async with opening as store:
             served: Store = store
@@ -118,10 +160,7 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
                 served = PollingOnly(store)
             names = ", ".join(c.name for c in app.consumers)
             logging.getLogger("a2pg.worker").info(
-                "serving %s on %s%s",
-                names,
-                describe_dsn(args.dsn),
-                " (polling only)" * args.no_listen,
+                "serving %s on %s%s", names, where, " (polling only)" * args.no_listen
             )
             with observers.watching(store):  # the worker logs its stats once, as it stops
                 await serve(served, app, settings=settings, hooks=observers.hooks)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any, TextIO
 
 from ..bench import BenchConfig, BenchFailed, run_bench
@@ -14,6 +16,7 @@ from .common import (
     export_store_options,
     fail,
     require_embedded_or_dsn,
+    sqlite_path,
     store_options,
 )
 from .options import from_args
@@ -54,10 +57,16 @@ def row(figure: dict[str, Any]) -> dict[str, str]:
 def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
     c, m = data["config"], data["machine"]
     runs = " / ".join(_load(values) for values in m.get("load_average_runs") or [])
+    if "sqlite" in m:
+        server = f"SQLite {m['sqlite']} ({m['journal_mode']}, synchronous {m['synchronous']})"
+    else:
+        server = (
+            f"PostgreSQL {m['postgres']}, fsync {m['fsync']}, "
+            f"synchronous_commit {m['synchronous_commit']}"
+        )
     stdout.write(
         f"a2pg bench on {data['database']}: medians of {c['runs']} runs, spread min-max\n"
-        f"machine: {m['cpu_cores']} cores, PostgreSQL {m['postgres']}, fsync {m['fsync']}, "
-        f"synchronous_commit {m['synchronous_commit']}, Python {m['python']}, {m['date']}\n"
+        f"machine: {m['cpu_cores']} cores, {server}, Python {m['python']}, {m['date']}\n"
         f"load average (1 min): {_load(m.get('load_average_start'))} at start, "
         f"{runs or 'unknown'} as the runs began, {_load(m.get('load_average_end'))} at end\n"
         f"ceiling: {data['ceiling']['shape']}, on N connections; N = {data['ceiling']['n']}\n"
@@ -75,13 +84,30 @@ def _load(values: list[float] | None) -> str:
     return f"{values[0]:.2f}" if values else "unknown"
 
 
+async def _on_sqlite(args: argparse.Namespace, config: BenchConfig) -> dict[str, Any]:
+    """The bench on ``--sqlite PATH``, or on a temporary file when PATH is left out."""
+    from ..bench.sqlite_run import run_sqlite_bench
+
+    path = sqlite_path(args)
+    if path is not None:
+        data = await run_sqlite_bench(path, config, sys.stderr)
+        data["database"] = f"the SQLite file {path}"
+        return data
+    with tempfile.TemporaryDirectory(prefix="a2pg-bench-sqlite-") as folder:
+        data = await run_sqlite_bench(Path(folder) / "bench.db", config, sys.stderr)
+    data["database"] = f"a temporary SQLite file in {tempfile.gettempdir()}"
+    return data
+
+
 async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
     config = from_args(BenchConfig, args)
-    if args.dsn is None:
+    if args.dsn is None and getattr(args, "sqlite", None) is None:
         require_embedded_or_dsn()
     export_store_options(store_options(args))  # the bench's stores and worker processes
     try:
-        if args.dsn is not None:
+        if getattr(args, "sqlite", None) is not None:
+            data = await _on_sqlite(args, config)
+        elif args.dsn is not None:
             data = await run_bench(args.dsn, args.schema, config, sys.stderr)
             data["database"] = f"the given PostgreSQL {data['machine']['postgres']}"
         else:

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from typing import Any, NoReturn
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import psycopg
 
 from ..errors import A2Error
 from ..postgres import dsn as dsns
 from ..postgres.embedded import EmbeddedUnavailable
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -41,6 +48,12 @@ environment:
 
 MIGRATE_HINT = "run `a2pg migrate`"
 
+TEMPORARY_SQLITE = ""
+"""``--sqlite`` given without a PATH: ``demo`` and ``bench`` run on a temporary file."""
+
+TEMPORARY_OK = frozenset({"demo", "bench"})
+"""Commands whose ``--sqlite`` may leave PATH out."""
+
 
 class CliError(Exception):
     """A failure the CLI reports as one line on stderr and an exit code, never a traceback."""
@@ -61,6 +74,43 @@ def resolve_dsn(dsn: str | None, *, required: bool = True) -> str | None:
     if value is None and required:
         fail(EXIT_USAGE, "no database given: pass --dsn or set A2PG_DSN")
     return value
+
+
+def resolve_sqlite(args: argparse.Namespace) -> None:
+    """``--sqlite [PATH]`` in place of ``--dsn``: not both, and a PATH unless the command
+    makes a temporary file (``demo``, ``bench``). ``A2PG_DSN`` is ignored then."""
+    if args.dsn is not None:
+        fail(EXIT_USAGE, "give --dsn or --sqlite, not both")
+    if args.sqlite == TEMPORARY_SQLITE and args.command not in TEMPORARY_OK:
+        fail(EXIT_USAGE, f"--sqlite needs a PATH for `a2pg {args.command}`")
+    if args.sqlite != TEMPORARY_SQLITE and (not args.sqlite.strip() or "\x00" in args.sqlite):
+        fail(EXIT_USAGE, f"--sqlite PATH must name a file, got {args.sqlite!r}")
+
+
+def sqlite_path(args: argparse.Namespace) -> Path | None:
+    """The SQLite file a command runs on (None: PostgreSQL); see ``resolve_sqlite``."""
+    value = getattr(args, "sqlite", None)
+    return None if value is None or value == TEMPORARY_SQLITE else Path(value)
+
+
+@contextlib.asynccontextmanager
+async def open_cli_store(args: argparse.Namespace) -> AsyncIterator[Store]:
+    """The store a command works on: the SQLite file of ``--sqlite``, else PostgreSQL from
+    ``--dsn``/``--schema``/``--pooler``/``--prepare``; checked migrated, closed on exit."""
+    path = sqlite_path(args)
+    if path is not None:
+        from ..sqlite import SqliteStore
+
+        store: Store = await SqliteStore.open(path)
+        try:
+            yield store
+        finally:
+            await store.close()
+        return
+    from ..postgres.connect import open_store
+
+    async with open_store(args.dsn, args.schema, **store_options(args)) as opened:
+        yield opened
 
 
 EMBEDDED_MISSING = (
@@ -142,6 +192,8 @@ def translate(exc: BaseException, dsn: str | None) -> CliError | None:
 def _translate(exc: BaseException, dsn: str | None) -> CliError | None:
     if isinstance(exc, CliError):
         return exc
+    if isinstance(exc, sqlite3.Error):
+        return _sqlite_error(exc)
     if isinstance(exc, EmbeddedUnavailable):  # the embedded server would not start
         return CliError(EXIT_FAILED, first_line(exc))
     orig = getattr(exc, "orig", None)  # SQLAlchemy (under Alembic) wraps the driver's error
@@ -170,3 +222,12 @@ def _translate(exc: BaseException, dsn: str | None) -> CliError | None:
     if isinstance(exc, psycopg.Error):
         return CliError(EXIT_FAILED, f"database error: {first_line(exc)}")
     return None
+
+
+def _sqlite_error(exc: sqlite3.Error) -> CliError:
+    """A file that cannot be opened is unreachable (exit 3); anything else a database
+    error (exit 1): a lock held past the busy timeout, a disk full, a damaged file."""
+    text = first_line(exc)
+    if isinstance(exc, sqlite3.OperationalError) and "unable to open" in text:
+        return CliError(EXIT_UNREACHABLE, f"cannot open the SQLite database: {text}")
+    return CliError(EXIT_FAILED, f"database error: {text}")

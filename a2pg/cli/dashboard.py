@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, store_options
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, open_cli_store
 from .options import positive_float
 
 if TYPE_CHECKING:
@@ -164,8 +164,6 @@ async def serve_store(store: Store, serving: Serving, stdout: TextIO) -> int:
 
 
 async def cmd_dashboard(args: argparse.Namespace, stdout: TextIO) -> int:
-    from ..postgres.connect import open_store
-
     serving = prepare(
         host=args.host,
         port=args.port,
@@ -174,7 +172,7 @@ async def cmd_dashboard(args: argparse.Namespace, stdout: TextIO) -> int:
         read_only=args.read_only,
     )
     try:
-        async with open_store(args.dsn, args.schema, **store_options(args)) as store:
+        async with open_cli_store(args) as store:
             return await serve_store(store, serving, stdout)
     finally:
         serving.listener.sock.close()

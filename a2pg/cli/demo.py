@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..demo import DemoConfig, DemoFailed, DemoRun, run_demo
 from ..demo.progress import ProgressBar
 from . import output as out
-from .common import EXIT_FAILED, EXIT_OK, fail, require_embedded_or_dsn, store_options
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    fail,
+    require_embedded_or_dsn,
+    sqlite_path,
+    store_options,
+)
 from .options import from_args
 
 if TYPE_CHECKING:
+    from ..store import Store
     from .dashboard import Serving
 
 
@@ -21,7 +33,7 @@ def report(run: DemoRun, where: str) -> dict[str, Any]:
     found = run.checks
     return {
         "ok": all(check.ok for check in found),
-        "database": f"{where} PostgreSQL {run.server}",
+        "database": f"{where} {run.server}",
         "sessions": c.sessions,
         "turns": c.turns,
         "workers": c.workers,
@@ -57,14 +69,38 @@ def print_report(stdout: TextIO, data: dict[str, Any], run: DemoRun) -> None:
         stdout.write("worker output (last lines):\n" + run.worker_log[-1500:] + "\n")
 
 
+Opener = Callable[[], contextlib.AbstractAsyncContextManager["Store"]]
+"""Opens the store the demo ran on again (for ``--dashboard``)."""
+Finish = Callable[[DemoRun, str, Opener], Awaitable[int]]
+
+
+async def _on_sqlite(
+    args: argparse.Namespace, config: DemoConfig, bar: ProgressBar, finish: Finish
+) -> int:
+    """The demo on ``--sqlite PATH``, or on a temporary file when PATH is left out (kept
+    until ``finish`` is done with it)."""
+    from ..demo.targets import SqliteTarget
+
+    path = sqlite_path(args)
+    if path is not None:
+        target = SqliteTarget(path)
+        run = await run_demo(target, None, config, bar)
+        return await finish(run, f"the file {path},", target.open_store)
+    with tempfile.TemporaryDirectory(prefix="a2pg-demo-sqlite-") as folder:
+        bar.say(f"a temporary SQLite file in {folder}")
+        target = SqliteTarget(Path(folder) / "demo.db")
+        run = await run_demo(target, None, config, bar)
+        return await finish(run, "a temporary file,", target.open_store)
+
+
 async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
     config = from_args(DemoConfig, args)
-    if args.dsn is None:
+    if args.dsn is None and getattr(args, "sqlite", None) is None:
         require_embedded_or_dsn()
     serving = _dashboard(args)
     bar = ProgressBar(config.units, sys.stderr, label="completions")
 
-    async def finish(run: DemoRun, where: str, dsn: str) -> int:
+    async def finish(run: DemoRun, where: str, opener: Opener) -> int:
         bar.say("done")
         data = report(run, where)
         if args.json:
@@ -72,24 +108,25 @@ async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
         else:
             print_report(stdout, data, run)
         if serving is not None:
-            from ..postgres.connect import open_store
             from .dashboard import serve_store
 
-            async with open_store(dsn, args.schema, **store_options(args)) as store:
+            async with opener() as store:
                 await serve_store(store, serving, stdout)
         return EXIT_OK if data["ok"] else EXIT_FAILED
 
     try:
+        if getattr(args, "sqlite", None) is not None:
+            return await _on_sqlite(args, config, bar, finish)
         if args.dsn is not None:
             run = await run_demo(args.dsn, args.schema, config, bar, store_options(args))
-            return await finish(run, "the given", args.dsn)
+            return await finish(run, "the given", _postgres(args, args.dsn))
         from ..postgres.embedded import embedded_postgres
 
         bar.say("starting an embedded PostgreSQL in a temporary directory")
         with embedded_postgres() as dsn:
             run = await run_demo(dsn, args.schema, config, bar, store_options(args))
             try:
-                return await finish(run, "embedded", dsn)
+                return await finish(run, "embedded", _postgres(args, dsn))
             finally:
                 bar.say("stopping the embedded PostgreSQL")
     except DemoFailed as exc:
@@ -97,6 +134,15 @@ async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
     finally:
         if serving is not None:
             serving.listener.sock.close()
+
+
+def _postgres(args: argparse.Namespace, dsn: str) -> Opener:
+    def opener() -> contextlib.AbstractAsyncContextManager[Store]:
+        from ..postgres.connect import open_store
+
+        return open_store(dsn, args.schema, **store_options(args))
+
+    return opener
 
 
 def _dashboard(args: argparse.Namespace) -> Serving | None:

@@ -12,9 +12,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..models import ANY_LANE, AnyLane
-from ..postgres.connect import open_store
 from . import output as out
-from .common import EXIT_NOT_FOUND, EXIT_OK, fail, store_options
+from .common import EXIT_NOT_FOUND, EXIT_OK, fail, open_cli_store
 
 if TYPE_CHECKING:
     from ..models import Head, RedriveAction
@@ -30,7 +29,7 @@ async def require_session(store: Store, session_id: str) -> None:
 
 
 async def cmd_sessions(args: argparse.Namespace, stdout: TextIO) -> int:
-    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
+    async with open_cli_store(args) as store:
         sessions = await store.sessions(after=args.after, limit=args.limit)
     if args.json:
         out.write_json(stdout, out.session_rows(sessions))
@@ -44,7 +43,7 @@ async def cmd_sessions(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 async def cmd_cursors(args: argparse.Namespace, stdout: TextIO) -> int:
-    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
+    async with open_cli_store(args) as store:
         await require_session(store, args.session)
         cursors = await store.cursors(args.session)
     now = datetime.now(UTC)
@@ -81,7 +80,7 @@ async def _all_dead_letters(store: Store) -> list[Head]:
 
 
 async def cmd_dead_letters(args: argparse.Namespace, stdout: TextIO) -> int:
-    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
+    async with open_cli_store(args) as store:
         if args.session is None:
             heads = await _all_dead_letters(store)
         else:
@@ -117,7 +116,7 @@ def _cursor_words(lane: str | AnyLane | None) -> str:
 async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
     action: RedriveAction = "retry" if args.retry else "skip"
     lane = _redrive_lane(args)
-    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
+    async with open_cli_store(args) as store:
         await require_session(store, args.session)
         result = await store.redrive(
             args.session, consumer=args.consumer, index=args.index, action=action, lane=lane
@@ -151,7 +150,7 @@ async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
 
 async def cmd_tail(args: argparse.Namespace, stdout: TextIO) -> int:
     """Prints the session's events after ``--after``, then live ones until SIGINT/SIGTERM."""
-    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
+    async with open_cli_store(args) as store:
         await require_session(store, args.session)
         if not args.follow:
             after = args.after

@@ -13,8 +13,9 @@ Exit codes (also in ``a2pg --help``):
 
 The database comes from ``--dsn`` or ``A2PG_DSN``, the schema from ``--schema`` or
 ``A2PG_SCHEMA``, the pooler settings from ``--pooler``/``--prepare`` (or
-``A2PG_POOLER``/``A2PG_PREPARE``). Listings print aligned tables; ``--json`` prints JSON
-for scripts. No DSN is ever shown with its password: not in errors, not in logs.
+``A2PG_POOLER``/``A2PG_PREPARE``); ``--sqlite PATH`` names a SQLite file instead.
+Listings print aligned tables; ``--json`` prints JSON for scripts. No DSN is ever shown
+with its password: not in errors, not in logs.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ from .common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    TEMPORARY_SQLITE,
     CliError,
     check_dsn,
     resolve_dsn,
     resolve_schema,
+    resolve_sqlite,
     translate,
 )
 from .options import add_options, non_negative_float, positive_float, positive_int
@@ -95,7 +98,8 @@ POOLERS = ("none", "session", "transaction")
 
 
 def _connection_options(*, top: bool) -> argparse.ArgumentParser:
-    """--dsn, --schema, --pooler, --prepare and --json, accepted before or after the command.
+    """--dsn, --schema, --pooler, --prepare, --sqlite and --json, accepted before or after the
+    command (``--sqlite`` with no PATH goes after it: ``a2pg demo --sqlite``).
 
     The top-level parser sets the defaults; the per-command copies use SUPPRESS so
     that giving an option in either place works and neither clobbers the other.
@@ -121,6 +125,15 @@ def _connection_options(*, top: bool) -> argparse.ArgumentParser:
         default=default,
         help="use server-side prepared statements (default: $A2PG_PREPARE, else on unless "
         "--pooler transaction)",
+    )
+    options.add_argument(
+        "--sqlite",
+        nargs="?",
+        const=TEMPORARY_SQLITE,
+        default=default,
+        metavar="PATH",
+        help="a SQLite database file instead of PostgreSQL (demo, bench: a temporary one "
+        "when PATH is left out)",
     )
     options.add_argument(
         "--json",
@@ -293,8 +306,11 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         return EXIT_USAGE
     stream = stdout or sys.stdout
     try:
-        no_database = args.command in EMBEDDED_OK or getattr(args, "sql", False)
-        args.dsn = resolve_dsn(args.dsn, required=not no_database)
+        if args.sqlite is None:
+            no_database = args.command in EMBEDDED_OK or getattr(args, "sql", False)
+            args.dsn = resolve_dsn(args.dsn, required=not no_database)
+        else:
+            resolve_sqlite(args)
         args.schema = resolve_schema(args.schema)
         check_dsn(args.dsn)
         with scrubbed_logs(args.dsn):

@@ -13,7 +13,7 @@ from typing import TextIO
 from ..observability.logs import TEXT_FORMAT
 from ..observability.snapshot import read_snapshot, snapshot_json
 from . import output as out
-from .common import EXIT_OK, EXIT_USAGE, fail, store_options
+from .common import EXIT_OK, EXIT_USAGE, fail, open_cli_store
 from .observe import DEFAULT_METRICS_HOST, port, require_metrics, start_endpoint
 from .options import non_negative_float
 
@@ -59,9 +59,7 @@ async def cmd_metrics(args: argparse.Namespace, stdout: TextIO) -> int:
         return await _serve(args)
     if not args.json:
         require_metrics("a2pg metrics --once")
-    from ..postgres.connect import open_store
-
-    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
+    async with open_cli_store(args) as store:
         snapshot = await read_snapshot(store)
     if args.json:
         out.write_json(stdout, snapshot_json(snapshot))
@@ -82,13 +80,12 @@ async def _serve(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
     from ..observability.collector import StoreCollector
-    from ..postgres.connect import open_store
 
     logging.basicConfig(level=logging.INFO, format=TEXT_FORMAT, stream=sys.stderr)
     registry = CollectorRegistry(auto_describe=True)
     with contextlib.ExitStack() as stack:
         endpoint = start_endpoint(stack, registry, args.host, args.port)  # before connecting
-        async with open_store(args.dsn, args.schema, **store_options(args)) as store:
+        async with open_cli_store(args) as store:
             collector = StoreCollector(store, asyncio.get_running_loop(), max_age=args.max_age)
             registry.register(collector)
             log.info("store metrics at %s", endpoint.url)

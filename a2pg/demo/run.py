@@ -24,9 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from ..models import Head, LogSpec, NewEvent, Target
-from ..postgres.connect import open_store
-from ..postgres.dsn import to_libpq, with_options
-from ..postgres.probe import Probe
 from ..store import Store
 from ..worker import App
 from .checks import (
@@ -48,6 +45,8 @@ from .checks import (
 from .checks import checks as judge
 from .config import DemoConfig
 from .progress import ProgressBar
+from .targets import PostgresTarget, Probe
+from .targets import Target as Where
 
 app = App()
 
@@ -166,29 +165,20 @@ async def append_workload(store: Store, run: DemoRun) -> None:
     run.append_seconds = time.perf_counter() - started
 
 
-async def start_workers(
-    run: DemoRun,
-    dsn: str,
-    schema: str | None,
-    log: Path,
-    store_options: Mapping[str, Any] | None = None,
-) -> list[Any]:
-    """``a2pg worker a2pg.demo:app`` processes, each named so ``pg_stat_activity`` shows it,
-    with the demo's ``--pooler`` / ``--prepare`` (``store_options``) if it was given them."""
+async def start_workers(run: DemoRun, where: Where, log: Path) -> list[Any]:
+    """``a2pg worker a2pg.demo:app`` processes, each named ``a2pg-demo-<run>-w<n>``, reaching
+    the database as ``where`` says."""
     procs = []
-    pooling = _pooling_args(store_options or {})
     for n in range(run.config.workers):
-        env = dict(os.environ)
-        env["A2PG_DSN"] = with_options(dsn, application_name=f"a2pg-demo-{run.run_id}-w{n}")
-        if schema:
-            env["A2PG_SCHEMA"] = schema
+        options, changes = where.worker(f"a2pg-demo-{run.run_id}-w{n}")
+        env = {**os.environ, **changes}
         args = [
             *("-m", "a2pg.cli", "worker", "a2pg.demo:app"),
             *("--concurrency", str(run.config.concurrency)),
             *("--max-failures", str(MAX_FAILURES)),
             *("--retry-base", str(RETRY_BASE), "--retry-cap", str(RETRY_CAP)),
             *("--log-level", "WARNING"),
-            *pooling,
+            *options,
         ]
         with log.open("ab") as sink:
             procs.append(
@@ -199,26 +189,18 @@ async def start_workers(
     return procs
 
 
-def _pooling_args(options: Mapping[str, Any]) -> list[str]:
-    """``open_store``'s ``pooler`` and ``prepare`` keywords as ``a2pg worker`` options."""
-    args: list[str] = []
-    if options.get("pooler") is not None:
-        args += ["--pooler", str(options["pooler"])]
-    if options.get("prepare") is not None:
-        args.append("--prepare" if options["prepare"] else "--no-prepare")
-    return args
-
-
 def _log_tail(log: Path, chars: int = 2000) -> str:
     """The end of the workers' shared output file (small: read at start failure or the end)."""
     return log.read_text(errors="replace")[-chars:] if log.exists() else ""
 
 
-async def wait_connected(probe: Probe, run: DemoRun, procs: list[Any], log: Path) -> None:
+async def wait_connected(
+    where: Where, probe: Probe, run: DemoRun, procs: list[Any], log: Path
+) -> None:
     """Until every worker process has connected (so startup is not timed as throughput)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     prefix = f"a2pg-demo-{run.run_id}-w"
-    while await probe.connected(prefix) < len(procs):
+    while await where.connected(probe, prefix, log) < len(procs):
         if any(p.returncode is not None for p in procs) or time.monotonic() > deadline:
             lines = _log_tail(log).strip().splitlines()
             raise DemoFailed("demo workers did not start: " + (lines[-1] if lines else "no output"))
@@ -318,30 +300,29 @@ async def verify(store: Store, run: DemoRun) -> list[Check]:
 
 
 async def run_demo(
-    dsn: str,
+    dsn: str | Where,
     schema: str | None,
     config: DemoConfig,
     bar: ProgressBar,
     store_options: Mapping[str, Any] | None = None,
 ) -> DemoRun:
-    """Runs the demo on ``dsn``; ``store_options`` (``pooler``, ``prepare``) go to every
-    store it opens, its worker processes' too."""
-    from ..postgres.layout import DEFAULT_SCHEMA
-    from ..postgres.migrate import upgrade
-
+    """Runs the demo on ``dsn`` (or on any ``Where``: a SQLite file's ``SqliteTarget``);
+    ``store_options`` (``pooler``, ``prepare``) go to every store it opens on PostgreSQL,
+    its worker processes' too."""
+    where = PostgresTarget(dsn, schema, store_options or {}) if isinstance(dsn, str) else dsn
     bar.say("migrating")
-    await asyncio.to_thread(upgrade, dsn, schema or DEFAULT_SCHEMA)
+    await where.migrate()
     run = DemoRun(run_id=uuid.uuid4().hex[:8], config=config)
     with tempfile.TemporaryDirectory(prefix="a2pg-demo-") as tmp:
         log = Path(tmp) / "workers.log"
-        async with open_store(dsn, schema, **(store_options or {})) as store:
+        async with where.open_store() as store:
             await store.register_consumers(app.consumers)
-            probe = await Probe.connect(to_libpq(dsn), schema or DEFAULT_SCHEMA)
-            run.server = await probe.server_version()
+            probe = await where.probe()
+            run.server = await where.describe(probe)
             bar.say(f"starting {config.workers} worker processes: a2pg worker a2pg.demo:app")
-            procs = await start_workers(run, dsn, schema, log, store_options)
+            procs = await start_workers(run, where, log)
             try:
-                await wait_connected(probe, run, procs, log)
+                await wait_connected(where, probe, run, procs, log)
                 bar.say(
                     f"appending {config.sessions} sessions x {config.turns} turns while the "
                     "workers run"

@@ -1,10 +1,10 @@
 """Hostile inputs: thousands of generated calls to every operation, run side by side on a
-MemoryStore and a PostgresStore with the same clock and ids.
+MemoryStore and a PostgresStore (or a SqliteStore) with the same clock and ids.
 
 Each call must succeed or raise ``A2Error`` (anything else fails the test); both stores
 must answer alike (the same result, or the same error code); and a call that raised
 must have written nothing (the memory store's observable state and every row of the
-PostgreSQL tables are compared before and after). ``A2PG_HOSTILE_EXAMPLES`` sets how
+other store's tables are compared before and after). ``A2PG_HOSTILE_EXAMPLES`` sets how
 many examples run (each is a freshly seeded pair of stores and a batch of calls).
 """
 
@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -29,12 +31,14 @@ from a2pg import A2Error, ClaimRef, Consumer, LogSpec, SnapshotWrite, Target
 from a2pg.memory import MemoryStore
 from a2pg.postgres import PostgresStore
 from a2pg.postgres.layout import TABLES
+from a2pg.sqlite import SqliteStore, upgrade
+from a2pg.sqlite.layout import TABLES as SQLITE_TABLES
 from a2pg.store import Store
 
 from .helpers import close, ev, fingerprint
 from .hostile_inputs import LIMITS, NOW, OPERATIONS, READ_ONLY, Case, case
 
-pytestmark = [pytest.mark.postgres, pytest.mark.generated]
+pytestmark = [pytest.mark.generated]
 
 EXAMPLES_ENV = "A2PG_HOSTILE_EXAMPLES"
 CASES_PER_EXAMPLE = 40
@@ -43,6 +47,7 @@ DEFAULT_EXAMPLES = 250
 
 EXAMPLES = int(os.environ.get(EXAMPLES_ENV, DEFAULT_EXAMPLES))
 DATA_TABLES = [name for name in TABLES if name != "a2_meta"]
+SQLITE_DATA_TABLES = [name for name in SQLITE_TABLES if name != "a2_meta"]
 
 
 class CaseIds:
@@ -91,11 +96,72 @@ async def outcome(store: Store, call: Case) -> Outcome:
 
 
 @dataclass
-class Pair:
-    """A MemoryStore and a PostgresStore on the same clock, ids and limits."""
+class Other:
+    """The store compared with memory, and how to read and empty its tables behind it."""
 
-    postgres: PostgresStore
-    raw: psycopg.AsyncConnection[Any]
+    store: Store
+    rows: Callable[[], Awaitable[object]]
+    """Every row of every a2pg table, to prove a refused call wrote nothing."""
+    empty: Callable[[], Awaitable[None]]
+    close: Callable[[], Awaitable[None]]
+
+
+async def postgres_other(dsn: str, clock: StepClock, ids: CaseIds) -> Other:
+    store = await PostgresStore.open(dsn, clock=clock, ids=ids, limits=LIMITS, registry_ttl=0.0)
+    raw = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    deletes = sql.SQL("; ").join(
+        sql.SQL("delete from {}").format(sql.Identifier(name)) for name in DATA_TABLES
+    )
+    parts = [
+        sql.SQL("(select coalesce(json_agg(t order by t::text), '[]') from {} t)").format(
+            sql.Identifier(name)
+        )
+        for name in DATA_TABLES
+    ]
+
+    async def rows() -> object:
+        cursor = await raw.execute(sql.SQL("select ") + sql.SQL(", ").join(parts))
+        return await cursor.fetchone()
+
+    async def empty() -> None:
+        await raw.execute(deletes)
+
+    async def close() -> None:
+        await store.close()
+        await raw.close()
+
+    return Other(store, rows, empty, close)
+
+
+async def sqlite_other(path: Path, clock: StepClock, ids: CaseIds) -> Other:
+    upgrade(path)
+    store = await SqliteStore.open(path, clock=clock, ids=ids, limits=LIMITS, registry_ttl=0.0)
+    raw = sqlite3.connect(path, isolation_level=None)
+
+    async def rows() -> object:
+        # Table names from a2pg's own list; rows sorted so the order of storage is moot.
+        return [
+            sorted(map(repr, raw.execute(f"select * from {name}"))) for name in SQLITE_DATA_TABLES
+        ]
+
+    async def empty() -> None:
+        raw.execute("begin immediate")
+        for name in SQLITE_DATA_TABLES:
+            raw.execute(f"delete from {name}")
+        raw.execute("commit")
+
+    async def close() -> None:
+        await store.close()
+        raw.close()
+
+    return Other(store, rows, empty, close)
+
+
+@dataclass
+class Pair:
+    """A MemoryStore and another store on the same clock, ids and limits."""
+
+    other: Other
     clock: StepClock
     ids: tuple[CaseIds, CaseIds]
     memory: MemoryStore = field(init=False)
@@ -105,34 +171,26 @@ class Pair:
     cases: int = 0
 
     @classmethod
-    async def open(cls, dsn: str) -> Pair:
+    async def open(cls, opener: Callable[[StepClock, CaseIds], Awaitable[Other]]) -> Pair:
         clock, ids = StepClock(), (CaseIds(), CaseIds())
-        postgres = await PostgresStore.open(
-            dsn, clock=clock, ids=ids[1], limits=LIMITS, registry_ttl=0.0
-        )
-        raw = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-        pair = cls(postgres, raw, clock, ids)
+        pair = cls(await opener(clock, ids[1]), clock, ids)
         pair.memory = MemoryStore(clock=clock, ids=ids[0], limits=LIMITS)
         return pair
 
     async def close(self) -> None:
         await self.memory.close()
-        await self.postgres.close()
-        await self.raw.close()
+        await self.other.close()
 
     @property
     def stores(self) -> tuple[Store, Store]:
-        return (self.memory, self.postgres)
+        return (self.memory, self.other.store)
 
     async def reset(self, advance: float) -> None:
         """Empty stores, seeded alike: live claims, a lane queue, a dead letter, a log
         consumer, a pinned snapshot, presence; then the clock moves ``advance`` seconds."""
         await self.memory.close()
         self.memory = MemoryStore(clock=self.clock, ids=self.ids[0], limits=LIMITS)
-        deletes = sql.SQL("; ").join(
-            sql.SQL("delete from {}").format(sql.Identifier(name)) for name in DATA_TABLES
-        )
-        await self.raw.execute(deletes)
+        await self.other.empty()
         self.clock.now = NOW
         self.namespaces, self.reducers = {"room"}, {"r"}
         for store, ids in zip(self.stores, self.ids, strict=True):
@@ -154,19 +212,11 @@ class Pair:
         return (await fingerprint(store, *session_ids), states, presence)
 
     async def rows(self) -> object:
-        """Every row of every a2pg table, to prove a refused call wrote nothing."""
-        parts = [
-            sql.SQL("(select coalesce(json_agg(t order by t::text), '[]') from {} t)").format(
-                sql.Identifier(name)
-            )
-            for name in DATA_TABLES
-        ]
-        cursor = await self.raw.execute(sql.SQL("select ") + sql.SQL(", ").join(parts))
-        return await cursor.fetchone()
+        return await self.other.rows()
 
     async def agree(self) -> None:
-        memory, postgres = await self.view(self.memory), await self.view(self.postgres)
-        assert memory == postgres, "the stores' states differ"
+        memory, other = await self.view(self.memory), await self.view(self.other.store)
+        assert memory == other, "the stores' states differ"
 
     async def run(self, calls: list[Case]) -> None:
         before: tuple[object, object] | None = None
@@ -178,16 +228,14 @@ class Pair:
             for store, ids in zip(self.stores, self.ids, strict=True):
                 ids.restart(f"g{self.cases}")
                 answers.append(await outcome(store, call))
-            memory, postgres = answers
-            assert memory == postgres, (
-                f"{call!r}: memory {memory!r:.300} != postgres {postgres!r:.300}"
-            )
+            memory, other = answers
+            assert memory == other, f"{call!r}: memory {memory!r:.300} != other {other!r:.300}"
             kind = memory[0]
             self.calls[(call.op, kind)] += 1
             if kind == "error":
                 after = (await self.view(self.memory), await self.rows())
                 assert after[0] == before[0], f"{call!r} raised but changed the memory store"
-                assert after[1] == before[1], f"{call!r} raised but wrote to PostgreSQL"
+                assert after[1] == before[1], f"{call!r} raised but wrote to the other store"
             elif call.op not in READ_ONLY:
                 self._track(call)
                 before = None
@@ -222,9 +270,9 @@ async def seed(store: Store) -> None:
     await store.presence.write("room", "ann", {"f": 1}, at=NOW, seen=None, ttl=60)
 
 
-def test_hostile_inputs_are_refused_alike_and_write_nothing(postgres_dsn: str) -> None:
+def run_hostile(opener: Callable[[StepClock, CaseIds], Awaitable[Other]]) -> None:
     with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
-        pair = runner.run(Pair.open(postgres_dsn))
+        pair = runner.run(Pair.open(opener))
         try:
 
             @settings(
@@ -253,3 +301,12 @@ def test_hostile_inputs_are_refused_alike_and_write_nothing(postgres_dsn: str) -
     assert 0.1 * ran < succeeded < 0.9 * ran, f"{succeeded} of {ran} calls succeeded: {report}"
     ops = {op for op, _ in pair.calls}
     assert ops == set(OPERATIONS), f"never called: {set(OPERATIONS) - ops}"
+
+
+@pytest.mark.postgres
+def test_hostile_inputs_are_refused_alike_and_write_nothing(postgres_dsn: str) -> None:
+    run_hostile(lambda clock, ids: postgres_other(postgres_dsn, clock, ids))
+
+
+def test_hostile_inputs_are_refused_alike_and_write_nothing_on_sqlite(tmp_path: Path) -> None:
+    run_hostile(lambda clock, ids: sqlite_other(tmp_path / "hostile.db", clock, ids))

@@ -1,7 +1,8 @@
 """The state machine's plumbing: run a call on both stores, compare, remember what they showed.
 
 ``rules.StoreModel`` adds one rule per Store operation. Each rule calls ``both``, which
-insists on the same result (or the same ``A2Error`` code) from memory and PostgreSQL;
+insists on the same result (or the same ``A2Error`` code) from memory and the candidate
+backend (PostgreSQL or SQLite);
 after every step the invariant compares everything observable. Rules draw their
 arguments from the universe and from what the stores showed so far (remembered
 attempts, heads, dead letters, session heads).
@@ -28,8 +29,8 @@ Pick = tuple[int, int]
 """``(pick, delta)``: a remembered attempt, and what to add to its attempt number."""
 
 
-def differ(what: str, memory: object, postgres: object) -> AssertionError:
-    return AssertionError(f"{what} differs:\n  memory:   {memory!r}\n  postgres: {postgres!r}")
+def differ(what: str, memory: object, other: object, name: str = "postgres") -> AssertionError:
+    return AssertionError(f"{what} differs:\n  memory:   {memory!r}\n  {name + ':':9} {other!r}")
 
 
 def label(result: Outcome[Any]) -> str:
@@ -60,9 +61,9 @@ class ModelMachine(RuleBasedStateMachine):
 
     def both(self, what: str, call: Callable[[Store], Awaitable[T]]) -> Outcome[T]:
         """Runs ``call`` on both stores and insists on the same outcome; returns memory's."""
-        memory, postgres = self.pair.both(call)
-        if memory != postgres:
-            raise differ(what, memory, postgres)
+        memory, other = self.pair.both(call)
+        if memory != other:
+            raise differ(what, memory, other, self.pair.name)
         event(f"{what}: {label(memory)}")
         return memory
 
@@ -70,10 +71,10 @@ class ModelMachine(RuleBasedStateMachine):
     def everything_observable_agrees(self) -> None:
         folds = [Folds(s, r, (None, *sorted(b))) for (s, r), b in self.snapshot_bounds.items()]
         memory = self.pair.run(observe(self.pair.memory, folds))
-        postgres = self.pair.run(observe(self.pair.postgres, folds))
+        other = self.pair.run(observe(self.pair.other, folds))
         for name, part in memory.items():
-            if part != postgres[name]:
-                raise differ(name, part, postgres[name])
+            if part != other[name]:
+                raise differ(name, part, other[name], self.pair.name)
         self.view = memory
 
     # -- what the stores showed ------------------------------------------------------------

@@ -1,26 +1,27 @@
 """The two stores under comparison, on one clock, and how each example starts them clean.
 
-One ``PostgresStore`` serves a whole test run (opening a pool per example would cost
-more than the example); between examples its tables are emptied through a connection
-of its own, as ``a2pg.testing.ReusableDatabase`` does between tests. The MemoryStore is
-simply made anew.
+The MemoryStore (the reference) is compared with one ``Candidate``: a PostgresStore or
+a SqliteStore. One candidate store serves a whole test run (opening one per example
+would cost more than the example); between examples its tables are emptied through a
+connection of its own, as ``a2pg.testing.ReusableDatabase`` does between tests. The
+MemoryStore is simply made anew.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
 
 import psycopg
 from psycopg import sql
 
 from a2pg import A2Error
-from a2pg.ids import FakeClock, SequentialIds
+from a2pg.ids import FakeClock, IdGenerator, SequentialIds
 from a2pg.memory import MemoryStore
-from a2pg.postgres import PostgresStore
-from a2pg.postgres.layout import TABLES
 from a2pg.store import Store
 
 from .universe import START
@@ -74,60 +75,127 @@ async def outcome(call: Awaitable[T]) -> Outcome[T]:
         return Failed(error.code)
 
 
-class Pair:
-    """A MemoryStore and a PostgresStore on one FakeClock, driven from synchronous code."""
+class Candidate(Protocol):
+    """The backend compared with memory: how to open its store and empty its tables."""
 
-    def __init__(self, runner: asyncio.Runner, dsn: str) -> None:
-        self._runner = runner
-        self.clock = FakeClock(START)
-        self._memory_ids = StepIds()
-        self._postgres_ids = StepIds()
-        self._step = 0
-        self.memory = MemoryStore(clock=self.clock, ids=self._memory_ids)
-        # registry_ttl=0: every write reads the registry, which the reset empties behind
-        # the store's back; the store's own (un)registrations drop its cache anyway.
-        self.postgres = self.run(
-            PostgresStore.open(
-                dsn, clock=self.clock, ids=self._postgres_ids, registry_ttl=0.0, max_size=8
-            )
-        )
-        self._admin: psycopg.AsyncConnection[Any] = self.run(
-            psycopg.AsyncConnection.connect(dsn, autocommit=True)
-        )
+    name: str
+
+    async def open(self, clock: FakeClock, ids: IdGenerator) -> Store: ...
+
+    async def empty(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class PostgresCandidate:
+    """A PostgresStore on a migrated database, emptied through a connection of its own."""
+
+    name = "postgres"
+
+    def __init__(self, dsn: str) -> None:
+        from a2pg.postgres.layout import TABLES
+
+        self._dsn = dsn
+        self._admin: psycopg.AsyncConnection[Any] | None = None
         self._empty = sql.SQL("; ").join(
             sql.SQL("delete from {}").format(sql.Identifier(name))
             for name in TABLES
             if name not in KEPT_TABLES
         )
 
+    async def open(self, clock: FakeClock, ids: IdGenerator) -> Store:
+        from a2pg.postgres import PostgresStore
+
+        self._admin = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        # registry_ttl=0: every write reads the registry, which the reset empties behind
+        # the store's back; the store's own (un)registrations drop its cache anyway.
+        store: Store = await PostgresStore.open(
+            self._dsn, clock=clock, ids=ids, registry_ttl=0.0, max_size=8
+        )
+        return store
+
+    async def empty(self) -> None:
+        assert self._admin is not None
+        async with self._admin.transaction():
+            await self._admin.execute(self._empty)
+
+    async def close(self) -> None:
+        if self._admin is not None:
+            await self._admin.close()
+
+
+class SqliteCandidate:
+    """A SqliteStore on a migrated file, emptied through a connection of its own."""
+
+    name = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        from a2pg.sqlite import upgrade
+
+        upgrade(path)
+        self._path = path
+
+    async def open(self, clock: FakeClock, ids: IdGenerator) -> Store:
+        from a2pg.sqlite import SqliteStore
+
+        store: Store = await SqliteStore.open(self._path, clock=clock, ids=ids, registry_ttl=0.0)
+        return store
+
+    async def empty(self) -> None:
+        from a2pg.sqlite.layout import TABLES
+
+        conn = sqlite3.connect(self._path, isolation_level=None)
+        try:
+            conn.execute("begin immediate")
+            for name in TABLES:
+                if name not in KEPT_TABLES:
+                    conn.execute(f"delete from {name}")  # names from a2pg's own list
+            conn.execute("commit")
+        finally:
+            conn.close()
+
+    async def close(self) -> None:
+        """Nothing of its own to close: the store closes with the pair."""
+
+
+class Pair:
+    """A MemoryStore and a candidate store on one FakeClock, driven from synchronous code."""
+
+    def __init__(self, runner: asyncio.Runner, candidate: Candidate) -> None:
+        self._runner = runner
+        self.candidate = candidate
+        self.name = candidate.name
+        self.clock = FakeClock(START)
+        self._memory_ids = StepIds()
+        self._other_ids = StepIds()
+        self._step = 0
+        self.memory = MemoryStore(clock=self.clock, ids=self._memory_ids)
+        self.other = self.run(candidate.open(self.clock, self._other_ids))
+
     @property
     def stores(self) -> tuple[Store, Store]:
-        return (self.memory, self.postgres)
+        return (self.memory, self.other)
 
     def run(self, call: Awaitable[T]) -> T:
         return self._runner.run(_awaited(call))
 
     def reset(self) -> None:
         """A fresh example: empty tables, a new MemoryStore, the clock back at the start."""
-        self.run(self._empty_tables())
+        self.run(self.candidate.empty())
         self.memory = MemoryStore(clock=self.clock, ids=self._memory_ids)
         self.clock.set(START)
         self._step = 0
 
-    async def _empty_tables(self) -> None:
-        async with self._admin.transaction():
-            await self._admin.execute(self._empty)
-
     def both(self, call: Callable[[Store], Awaitable[T]]) -> tuple[Outcome[T], Outcome[T]]:
-        """Runs one step's call on memory, then on PostgreSQL, with the same generated ids."""
+        """Runs one step's call on memory, then on the candidate, with the same generated ids."""
         self._step += 1
         self._memory_ids.restart(self._step)
-        self._postgres_ids.restart(self._step)
-        return (self.run(outcome(call(self.memory))), self.run(outcome(call(self.postgres))))
+        self._other_ids.restart(self._step)
+        return (self.run(outcome(call(self.memory))), self.run(outcome(call(self.other))))
 
     def close(self) -> None:
-        self.run(self.postgres.close())
-        self.run(self._admin.close())
+        self.run(self.other.close())
+        self.run(self.candidate.close())
 
 
 async def _awaited(call: Awaitable[T]) -> T:

@@ -32,7 +32,7 @@ from .pair import Ok
 
 
 class StoreModel(ModelMachine):
-    """Random operation sequences on MemoryStore (the reference) and PostgresStore."""
+    """Random operation sequences on MemoryStore (the reference) and a candidate backend."""
 
     # -- the log ---------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""MemoryStore and PostgreSQL, step by step: random sequences of every Store operation.
+"""MemoryStore against PostgreSQL and against SQLite, step by step: random sequences of
+every Store operation.
 
 ``A2PG_MODEL_EXAMPLES`` (default 200) and ``A2PG_MODEL_STEPS`` (default 50) set the
 budget; CI runs the defaults. A failure prints the shortest sequence of steps hypothesis
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -21,7 +23,7 @@ from a2pg.memory import log as memory_log
 from a2pg.memory.state import SessionState
 from a2pg.models import Cursor
 
-from .pair import Pair
+from .pair import Candidate, Pair, PostgresCandidate, SqliteCandidate
 from .rules import StoreModel
 
 EXAMPLES = int(os.environ.get("A2PG_MODEL_EXAMPLES", "200"))
@@ -54,9 +56,9 @@ def bound(pair: Pair) -> type[StoreModel]:
     return OnThisPair
 
 
-def run_model(dsn: str, run_settings: settings) -> None:
+def run_model(candidate: Candidate, run_settings: settings) -> None:
     with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
-        pair = Pair(runner, dsn)
+        pair = Pair(runner, candidate)
         try:
             run_state_machine_as_test(bound(pair), settings=run_settings)
         finally:
@@ -67,15 +69,28 @@ def run_model(dsn: str, run_settings: settings) -> None:
 @pytest.mark.generated
 @pytest.mark.timeout(SHRINKING + int(EXAMPLES * STEPS * SECONDS_PER_STEP))
 def test_memory_and_postgres_agree_after_every_step(postgres_dsn: str) -> None:
-    run_model(postgres_dsn, SETTINGS)
+    run_model(PostgresCandidate(postgres_dsn), SETTINGS)
 
 
-@pytest.mark.postgres
+@pytest.mark.generated
+@pytest.mark.timeout(SHRINKING + int(EXAMPLES * STEPS * SECONDS_PER_STEP))
+def test_memory_and_sqlite_agree_after_every_step(tmp_path: Path) -> None:
+    run_model(SqliteCandidate(tmp_path / "model.db"), SETTINGS)
+
+
+@pytest.mark.parametrize(
+    "backend", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"]
+)
 def test_a_memory_store_that_strays_fails_the_model(
-    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+    backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The model is worth its run time only if a difference fails it: here memory lists a
     session's cursors in reverse order."""
+    candidate: Candidate
+    if backend == "postgres":
+        candidate = PostgresCandidate(request.getfixturevalue("postgres_dsn"))
+    else:
+        candidate = SqliteCandidate(request.getfixturevalue("tmp_path") / "model.db")
     listed = memory_log.list_cursors
 
     def reversed_cursors(session: SessionState | None) -> list[Cursor]:
@@ -84,4 +99,4 @@ def test_a_memory_store_that_strays_fails_the_model(
     monkeypatch.setattr(memory_log, "list_cursors", reversed_cursors)
     quick = settings(SETTINGS, max_examples=20, phases=[Phase.generate])
     with pytest.raises(AssertionError, match=re.escape("cursors(")):
-        run_model(postgres_dsn, quick)
+        run_model(candidate, quick)

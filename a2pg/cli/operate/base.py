@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ...contract.limits import MAX_SECONDS
 from ...models import SessionInfo
-from ..common import store_options
+from ..common import open_cli_store
 
 if TYPE_CHECKING:
     from ...store import Store
@@ -31,10 +31,9 @@ class AddCommand(Protocol):
 
 @asynccontextmanager
 async def opened(args: argparse.Namespace) -> AsyncIterator[Store]:
-    """The store of ``--dsn``/``--schema``/``--pooler``/``--prepare``, closed on exit."""
-    from ...postgres.connect import open_store
-
-    async with open_store(args.dsn, args.schema, **store_options(args)) as store:
+    """The store of ``--sqlite`` or ``--dsn``/``--schema``/``--pooler``/``--prepare``,
+    closed on exit (``common.open_cli_store``)."""
+    async with open_cli_store(args) as store:
         yield store
 
 

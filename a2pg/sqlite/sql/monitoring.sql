@@ -1,0 +1,114 @@
+-- Monitoring: each consumer's work across sessions, the dead letters of every session,
+-- what a dead-lettered lane or log head holds back, and worker heartbeats. Heads still
+-- to run are the rows of a2_cursors_ready, dead letters those of a2_cursors_dead: no
+-- statement reads all of a2_cursors (finished cursors are most of it) nor a2_events.
+-- Conventions: README.md beside this file.
+
+-- fragment: blocked_behind
+-- What cursor `c` holds back when its head is dead-lettered (0 otherwise, and for event
+-- cursors): a lane's queued events after its head, a log cursor's later events of its
+-- types (the clear marker never among them). Primary-key ranges of one session.
+case when c.failed_at is null or c.kind = 'event' then 0
+     when c.kind = 'lane' then
+       (select count(*) from a2_lane_events l
+         where l.session_id = c.session_id and l.consumer = c.consumer and l.lane = c.lane
+           and l.idx > c.head and l.done = 0)
+     else
+       (select count(*) from a2_events e
+         where e.session_id = c.session_id and e.idx > c.head
+           and e.event_type <> 'a2.cleared'
+           and (c.types is null or e.event_type in (select value from json_each(c.types))))
+end
+
+-- name: consumer_stats
+-- Per consumer holding heads or registered, by name. A live head is ready from its
+-- ready_at on, else leased while a holder is set, else backing off (rules.head_state).
+-- `live` walks a2_cursors_ready (a head at or below its clear index has no ready_at);
+-- `dead` walks a2_cursors_dead (named: the planner would take a2_cursors_heads, every
+-- head) and drops the dead heads a clear left for reclaim.
+with live as (
+  select c.consumer,
+         sum(c.ready_at <= :now) as ready,
+         sum(c.ready_at > :now and c.claim_holder is not null) as claimed,
+         sum(c.ready_at > :now and c.claim_holder is null) as backing_off,
+         min(case when c.ready_at <= :now then c.ready_at end) as oldest_ready
+    from a2_cursors c
+   where c.ready_at is not null
+   group by c.consumer
+), dead as (
+  select c.consumer, count(*) as dead_letters,
+         sum(c.kind <> 'event') as blocked_lanes,
+         sum(
+           -- include: blocked_behind
+         ) as blocked
+    from a2_cursors c indexed by a2_cursors_dead
+    left join a2_clears k on k.session_id = c.session_id
+   where c.failed_at is not null and c.head > coalesce(k.clear_index, 0)
+   group by c.consumer
+), named as (
+  select consumer from live
+  union
+  select consumer from dead
+  union
+  select name from a2_consumers
+)
+select n.consumer,
+       coalesce(l.ready, 0) as ready,
+       coalesce(l.claimed, 0) as claimed,
+       coalesce(l.backing_off, 0) as backing_off,
+       coalesce(d.dead_letters, 0) as dead_letters,
+       coalesce(d.blocked_lanes, 0) as blocked_lanes,
+       coalesce(d.blocked, 0) as blocked,
+       l.oldest_ready,
+       exists (select 1 from a2_consumers r where r.name = n.consumer) as registered
+  from named n
+  left join live l on l.consumer = n.consumer
+  left join dead d on d.consumer = n.consumer
+ order by n.consumer;
+
+-- name: find_dead_letters
+-- One page of every session's dead letters, in a2_cursors_dead's order from the key after
+-- `after_*` ('', '', '', 0 for the first page: no session id is empty), filtered. SQLite's
+-- lower() folds ASCII letters only, as contract.rules.error_matches does.
+select
+       -- include: head_columns
+  from a2_cursors c
+  join a2_events e on e.session_id = c.session_id and e.idx = c.head
+  left join a2_clears k on k.session_id = c.session_id
+ where c.failed_at is not null
+   and (c.session_id, c.consumer, coalesce(c.lane, ''), c.head)
+       > (:after_session, :after_consumer, :after_lane, :after_index)
+   and c.head > coalesce(k.clear_index, 0)
+   and (:consumer is null or c.consumer = :consumer)
+   and (:prefix is null or substr(c.session_id, 1, length(:prefix)) = :prefix)
+   and (:error is null or instr(lower(c.last_error), lower(:error)) > 0)
+ order by c.session_id, c.consumer, coalesce(c.lane, ''), c.head
+ limit :limit;
+
+-- name: heartbeat
+-- Inserts or replaces the holder's row; started_at stays while the beats come from the
+-- same host and pid (a holder name reused by a new process starts again).
+insert into a2_workers as w (holder, host, pid, consumers, concurrency, started_at,
+                             last_seen, in_flight, version, interval_seconds, completed,
+                             failed)
+values (:holder, :host, :pid, :consumers, :concurrency, :now, :now, :in_flight, :version,
+        :interval, :completed, :failed)
+on conflict (holder) do update set
+  host = excluded.host,
+  pid = excluded.pid,
+  consumers = excluded.consumers,
+  concurrency = excluded.concurrency,
+  started_at = case when w.host = excluded.host and w.pid = excluded.pid then w.started_at
+                    else excluded.started_at end,
+  last_seen = excluded.last_seen,
+  in_flight = excluded.in_flight,
+  version = excluded.version,
+  interval_seconds = excluded.interval_seconds,
+  completed = excluded.completed,
+  failed = excluded.failed;
+
+-- name: forget_worker
+delete from a2_workers where holder = :holder;
+
+-- name: list_workers
+select w.* from a2_workers w order by w.holder;

@@ -1,0 +1,1 @@
+"""SQLite backend tests: layout and migrations, processes sharing one file, statements."""
