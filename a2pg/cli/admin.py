@@ -65,7 +65,8 @@ async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
         return EXIT_OK
     await check_reachable(args.dsn)
     before = await asyncio.to_thread(inspect_layout, args.dsn, schema)
-    await asyncio.to_thread(upgrade, args.dsn, schema)
+    if before.state != "current":  # current: nothing to do, and no right needed to do it
+        await asyncio.to_thread(upgrade, args.dsn, schema)
     after = await asyncio.to_thread(inspect_layout, args.dsn, schema)
     return _migrated(args, stdout, before, after)
 

@@ -172,6 +172,13 @@ def preamble(schema: str) -> list[sql.Composed]:
     ]
 
 
+def _schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
+    row = conn.execute(
+        "select exists (select from pg_catalog.pg_namespace where nspname = %s)", (schema,)
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def prepare_schema(connection: Connection, schema: str) -> LayoutStatus:
     """Locks, creates and selects ``schema`` in the open transaction; refuses what can't migrate.
 
@@ -179,8 +186,13 @@ def prepare_schema(connection: Connection, schema: str) -> LayoutStatus:
     concurrent migration waits here and then sees the first one's commit.
     """
     raw: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
-    for statement in preamble(schema):
-        raw.execute(statement)
+    lock, create, select = preamble(schema)
+    raw.execute(lock)
+    # CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema is
+    # there: skipped then, so a runtime role's `a2pg migrate` of a current layout is a no-op.
+    if not _schema_exists(raw, schema):
+        raw.execute(create)
+    raw.execute(select)
     status = inspect_connection(raw, schema)
     if status.state in ("newer", "pre-consumer", "unknown"):
         raise status.error()

@@ -429,6 +429,12 @@ def test_the_runtime_role_can_check_but_not_migrate(
     assert check.returncode == 0, check
     assert check.stdout.startswith(f"ok: schema '{SCHEMA}' has the a2pg layout")
 
+    # A current layout: nothing to do, which needs no right beyond the runtime grants (a
+    # deploy that runs `a2pg migrate` as every role it starts passes once it is current).
+    current = _run_cli("migrate", "--dsn", dsn, "--schema", SCHEMA)
+    assert current.returncode == 0, current
+    assert "Traceback" not in current.stderr
+
     # A fresh schema: the migration would create it, which needs CREATE on the database.
     migrate = _run_cli("migrate", "--dsn", dsn, "--schema", "fresh")
     assert migrate.returncode == 1, migrate  # "a database error", as `a2pg --help` says
@@ -455,6 +461,36 @@ def test_the_runtime_role_can_check_but_not_migrate(
                 "select count(*) from pg_class where relname like 'a2\\_%%'"
             ).fetchone()
         assert tables == (0,)
+
+
+def test_a_role_owning_its_schema_migrates_without_create_on_the_database(
+    postgres_server_dsn: str,
+) -> None:
+    """The usual split: a DBA creates the schema for the application's owner role, which
+    has no CREATE on the database; CREATE SCHEMA IF NOT EXISTS would be refused."""
+    with scratch_database(postgres_server_dsn, "a2pg_least_owner") as fresh:
+        lock_down(fresh)
+        role = unique_name("a2pg_owner")
+        with psycopg.connect(fresh, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("create role {} login password {}").format(
+                    sql.Identifier(role), sql.Literal(PASSWORD)
+                )
+            )
+            conn.execute(
+                sql.SQL("create schema {} authorization {}").format(
+                    sql.Identifier(SCHEMA), sql.Identifier(role)
+                )
+            )
+        try:
+            migrate = _run_cli("migrate", "--dsn", as_role(fresh, role), "--schema", SCHEMA)
+            assert migrate.returncode == 0, migrate
+            check = _run_cli("check", "--dsn", as_role(fresh, role), "--schema", SCHEMA)
+            assert check.returncode == 0, check
+        finally:
+            with psycopg.connect(fresh, autocommit=True) as conn:
+                conn.execute(sql.SQL("drop schema {} cascade").format(sql.Identifier(SCHEMA)))
+                conn.execute(sql.SQL("drop role {}").format(sql.Identifier(role)))
 
 
 REFUSALS = pytest.mark.parametrize(
