@@ -14,7 +14,7 @@ Alembic calls two things from its ``env.py``:
   script. ``current``, ``check``, ``revision``, ``stamp``, ``downgrade`` and every
   other command leave a2pg's branch alone.
 
-The recipe (the README has it too)::
+The recipe (docs/operating/migrations.md has it too)::
 
     from a2pg.postgres import alembic_host
 
