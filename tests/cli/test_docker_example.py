@@ -1,12 +1,12 @@
 """The Docker example (``docker/``): its compose file's promises, and its roles and grants
 run for real.
 
-No Docker engine is needed: the compose file is read as YAML and checked for what the
-README promises (one image for the migration and the workers, a restart policy, a
-runtime role that is not the superuser); then its SQL runs on the test server exactly
-as the postgres container would run it, ``a2pg migrate`` runs as the owner role with the
-migrate service's settings, and a real ``a2pg worker`` process and an inspection command
-run as the runtime role with the worker service's settings.
+No Docker engine is needed: the compose file is read as YAML and checked for what
+docs/operating/docker.md promises (one image for the migration and the workers, a
+restart policy, a runtime role that is not the superuser); then its SQL runs on the
+test server exactly as the postgres container would run it, ``a2pg migrate`` runs as
+the owner role with the migrate service's settings, and a real ``a2pg worker`` process
+and an inspection command run as the runtime role with the worker service's settings.
 """
 
 from __future__ import annotations

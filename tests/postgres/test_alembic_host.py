@@ -1,4 +1,5 @@
-"""An application with an Alembic environment of its own, following the README's recipe.
+"""An application with an Alembic environment of its own, following the recipe of
+docs/operating/migrations.md.
 
 Each test writes a small host project (alembic.ini, an env.py that calls
 ``a2pg.postgres.alembic_host`` as documented, two revisions, the SQLAlchemy metadata of
@@ -38,7 +39,7 @@ TIMEOUT = 60
 HOST_LOCK = "host-app: migrations"
 
 HOST_ENV = '''
-"""The host application's env.py: a2pg's README recipe."""
+"""The host application's env.py: the documented recipe."""
 import sqlalchemy
 from alembic import context
 from sqlalchemy.pool import NullPool

@@ -1,6 +1,6 @@
-"""The README's least-privilege claim, against real PostgreSQL: "Runtime roles need only
-SELECT, INSERT, UPDATE, DELETE on the a2_ tables and USAGE on the schema; only
-`a2pg migrate` needs CREATE."
+"""The least-privilege claim of docs/operating/schemas-roles.md, against real PostgreSQL:
+"Runtime roles need only SELECT, INSERT, UPDATE, DELETE on the a2_ tables and USAGE on
+the schema; only `a2pg migrate` needs CREATE."
 
 Each test works in a scratch database migrated (as the superuser) into schema ``a2``,
 where PUBLIC lost every right on schema ``public`` and CREATE and TEMPORARY on the
