@@ -545,9 +545,10 @@ class SqliteStore:
         return await self._db.read(lambda conn: monitoring.find_dead_letters(conn, checked))
 
     async def consumer_stats(self) -> list[ConsumerStats]:
-        """Per consumer (registered or holding heads), by name: what monitoring shows."""
-        now = self._db.now()
-        return await self._db.read(lambda conn: monitoring.consumer_stats(conn, now))
+        """Per consumer (registered or holding heads), by name: what monitoring shows. The
+        time is read with the rows (on the reader's thread, once the read's turn comes): a
+        head handed back while the read waited is ready, not backing off."""
+        return await self._db.read(lambda conn: monitoring.consumer_stats(conn, self._db.now()))
 
     async def heartbeat(self, beat: WorkerBeat) -> None:
         """Records that ``beat.holder`` is alive now (insert or replace its row)."""
@@ -562,5 +563,4 @@ class SqliteStore:
 
     async def workers(self) -> list[WorkerInfo]:
         """Every worker row by holder, stale ones included (see ``WorkerInfo.stale``)."""
-        now = self._db.now()
-        return await self._db.read(lambda conn: monitoring.workers(conn, now))
+        return await self._db.read(lambda conn: monitoring.workers(conn, self._db.now()))

@@ -59,9 +59,10 @@ class Heartbeat:
         """Beats the store took (for tests and stats)."""
 
     async def start(self) -> None:
-        """Sends the first beat, then keeps beating in the background."""
+        """Starts beating in the background, the first beat at once: a store slow to take
+        it (a lock on the workers' table, a database that stopped answering) must not
+        hold back the worker's start, and with it its claims."""
         self._stop = asyncio.Event()
-        await self.send()
         self._task = asyncio.create_task(self._run(), name="a2pg-worker-heartbeat")
 
     async def send(self) -> None:
@@ -80,6 +81,7 @@ class Heartbeat:
             self.sent += 1
 
     async def _run(self) -> None:
+        await self.send()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self._interval)

@@ -181,3 +181,31 @@ async def test_a_worker_stops_even_when_its_last_beats_cannot_reach_the_store(
     assert any("could not drop this worker's heartbeat row" in m for m in messages), messages
     [left] = await store.workers()  # stale in time, as a killed worker's
     assert left.beat.holder == worker.holder
+
+
+class SilentStore:
+    """A real store whose heartbeats never answer (a lock held on the workers' table, a
+    server that stopped answering that one statement)."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.beats = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def heartbeat(self, beat: WorkerBeat) -> None:
+        self.beats += 1
+        await asyncio.Event().wait()  # never answers
+
+
+async def test_a_first_heartbeat_that_hangs_never_holds_back_claims(store: Store) -> None:
+    silent = SilentStore(store)
+    worker = Worker(cast(Store, silent), echo_app(), heartbeat_interval=BEAT, cleanup_timeout=0.2)
+    await store.append("s", [work(1), work(2)])
+    await bounded(worker.__aenter__())
+    try:
+        await until(lambda: worker.stats.completed == 2 and silent.beats >= 1)
+    finally:
+        await bounded(worker.__aexit__(None, None, None))
+    assert await store.workers() == []
