@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
+from ..contract.registry_cache import RegistryCache
 from ..models import Consumer
 from . import codec
 from .database import Database
@@ -18,17 +18,10 @@ class Registry:
 
     def __init__(self, db: Database, *, ttl: float) -> None:
         self._db = db
-        self._ttl = ttl
-        self._cache: tuple[float, list[Consumer]] | None = None
+        self._cache = RegistryCache(self.registered, ttl=ttl)
 
     async def consumers(self) -> list[Consumer]:
-        cached = self._cache
-        now = time.monotonic()
-        if cached is not None and now - cached[0] < self._ttl:
-            return cached[1]
-        consumers = await self.registered()
-        self._cache = (now, consumers)
-        return consumers
+        return await self._cache.consumers()
 
     async def wake_set(self, consumers: Sequence[Consumer] | None) -> Sequence[Consumer]:
         """The log consumers a write wakes: those named, else the registered ones."""
@@ -49,15 +42,15 @@ class Registry:
             assert consumer.log is not None
             log = consumer.log
             push(table, consumer.name, log.lane, codec.types_json(log.types), log.backfill)
-        self._cache = None
+        self._cache.changed()
         params = {**table, "now": self._db.now_param()}
         await self._db.run(self._db.query("register_consumers"), params, idempotent=True)
-        self._cache = None
+        self._cache.changed()
 
     async def unregister(self, names: Sequence[str]) -> None:
         """Stops waking these consumers; their cursors stay."""
-        self._cache = None
+        self._cache.changed()
         await self._db.run(
             self._db.query("unregister_consumers"), {"names": list(names)}, idempotent=True
         )
-        self._cache = None
+        self._cache.changed()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Sequence
 
+from ..contract.registry_cache import RegistryCache
 from ..models import Consumer
 from . import codec
 from .database import Database, Tx, rows
@@ -23,17 +23,10 @@ class Registry:
 
     def __init__(self, db: Database, *, ttl: float) -> None:
         self._db = db
-        self._ttl = ttl
-        self._cache: tuple[float, list[Consumer]] | None = None
+        self._cache = RegistryCache(self.registered, ttl=ttl)
 
     async def consumers(self) -> list[Consumer]:
-        cached = self._cache
-        now = time.monotonic()
-        if cached is not None and now - cached[0] < self._ttl:
-            return cached[1]
-        consumers = await self.registered()
-        self._cache = (now, consumers)
-        return consumers
+        return await self._cache.consumers()
 
     async def wake_set(self, consumers: Sequence[Consumer] | None) -> Sequence[Consumer]:
         """The log consumers a write wakes: those named, else the registered ones."""
@@ -61,9 +54,9 @@ class Registry:
                 }
                 tx.run("register_consumer", params)
 
-        self._cache = None
+        self._cache.changed()
         await self._db.write(body)
-        self._cache = None
+        self._cache.changed()
 
     async def unregister(self, names: Sequence[str]) -> None:
         """Stops waking these consumers; their cursors stay."""
@@ -72,6 +65,6 @@ class Registry:
             for name in names:
                 tx.run("unregister_consumer", {"name": name})
 
-        self._cache = None
+        self._cache.changed()
         await self._db.write(body)
-        self._cache = None
+        self._cache.changed()
