@@ -2,19 +2,24 @@
 
 The runtime calls these hooks at the points worth watching and knows nothing of what
 watches: ``a2pg.observability`` implements them with Prometheus and OpenTelemetry,
-which stay optional imports there. A hook must be cheap and must not raise.
+which stay optional imports there. A hook must be cheap and should not raise; one that
+does is logged and ignored (``Guarded``): an observer never changes what the worker does.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Literal
 
 from ..models import Head
 
 if TYPE_CHECKING:
     from .attempt import Attempt, WorkerStats
+
+log = logging.getLogger("a2pg.worker.hooks")
 
 Outcome = Literal["completed", "failed", "dead_lettered", "superseded", "released", "abandoned"]
 """How an attempt ended: ``failed`` will be retried; ``released`` was cut short by a
@@ -132,8 +137,106 @@ class HookSet(WorkerHooks):
             hook.poll()
 
 
-def combine(*hooks: WorkerHooks | Sequence[WorkerHooks] | None) -> WorkerHooks:
-    """One ``WorkerHooks`` for all those given (None and empty sequences skipped)."""
+class Guarded(WorkerHooks):
+    """One observer whose exceptions are logged and dropped, so that a broken hook can
+    neither stop the worker (a raise in ``claimed`` would strand the heads just claimed)
+    nor pass for a store failure (a raise in ``store_call``), nor keep the observers
+    after it from seeing the call. The exception a wrapped block raises (a handler's,
+    a store's) still leaves it unchanged: an observer cannot swallow or replace it."""
+
+    def __init__(self, hook: WorkerHooks) -> None:
+        self.hook = hook
+        self._reported: set[str] = set()
+
+    def _failed(self, name: str) -> None:
+        # The first failure of each hook with its traceback, the rest at DEBUG: a hook
+        # that always raises must not flood the log once per attempt.
+        level = logging.DEBUG if name in self._reported else logging.ERROR
+        self._reported.add(name)
+        log.log(
+            level,
+            "worker hook %s.%s raised; ignored",
+            type(self.hook).__name__,
+            name,
+            exc_info=True,
+        )
+
+    def _call(self, name: str, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except Exception:
+            self._failed(name)
+
+    @contextlib.contextmanager
+    def _wrap(
+        self, name: str, make: Callable[[], AbstractContextManager[object]]
+    ) -> Iterator[None]:
+        try:
+            manager = make()
+            manager.__enter__()
+        except Exception:
+            self._failed(name)
+            yield
+            return
+        try:
+            yield
+        except BaseException as error:
+            try:
+                manager.__exit__(type(error), error, error.__traceback__)
+            except BaseException as raised:
+                if raised is not error:
+                    if not isinstance(raised, Exception):
+                        raise
+                    self._failed(name)
+            raise
+        try:
+            manager.__exit__(None, None, None)
+        except Exception:
+            self._failed(name)
+
+    def started(self, holder: str, consumers: Sequence[str]) -> None:
+        self._call("started", lambda: self.hook.started(holder, consumers))
+
+    def stopped(self, stats: WorkerStats) -> None:
+        self._call("stopped", lambda: self.hook.stopped(stats))
+
+    @contextlib.contextmanager
+    def attempt(self, attempt: Attempt) -> Iterator[None]:
+        with self._wrap("attempt", lambda: self.hook.attempt(attempt)):
+            yield
+
+    def dead_lettered_on_claim(self, head: Head) -> None:
+        self._call("dead_lettered_on_claim", lambda: self.hook.dead_lettered_on_claim(head))
+
+    @contextlib.contextmanager
+    def store_call(self, op: str) -> Iterator[None]:
+        with self._wrap("store_call", lambda: self.hook.store_call(op)):
+            yield
+
+    def claimed(self, heads: int, limit: int) -> None:
+        self._call("claimed", lambda: self.hook.claimed(heads, limit))
+
+    def completions_sent(self, size: int) -> None:
+        self._call("completions_sent", lambda: self.hook.completions_sent(size))
+
+    def lease_renewed(self, attempt: Attempt) -> None:
+        self._call("lease_renewed", lambda: self.hook.lease_renewed(attempt))
+
+    def lease_lapsed(self, attempt: Attempt) -> None:
+        self._call("lease_lapsed", lambda: self.hook.lease_lapsed(attempt))
+
+    def wakeup(self) -> None:
+        self._call("wakeup", self.hook.wakeup)
+
+    def poll(self) -> None:
+        self._call("poll", self.hook.poll)
+
+
+def combine(
+    *hooks: WorkerHooks | Sequence[WorkerHooks] | None, guarded: bool = False
+) -> WorkerHooks:
+    """One ``WorkerHooks`` for all those given (None and empty sequences skipped); with
+    ``guarded``, each is wrapped in ``Guarded`` on its own."""
     flat: list[WorkerHooks] = []
     for item in hooks:
         if item is None:
@@ -147,6 +250,8 @@ def combine(*hooks: WorkerHooks | Sequence[WorkerHooks] | None) -> WorkerHooks:
             if not isinstance(hook, WorkerHooks):
                 raise TypeError(f"hooks must be WorkerHooks, got {type(hook).__name__}")
             flat.append(hook)
+    if guarded:
+        flat = [h if isinstance(h, Guarded) else Guarded(h) for h in flat]
     if len(flat) == 1:
         return flat[0]
     return HookSet(flat)

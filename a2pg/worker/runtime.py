@@ -82,7 +82,7 @@ class Worker:
         self.store = store
         self.app = app
         self.stats = WorkerStats()
-        self.hooks = combine(AttemptLog(), hooks)
+        self.hooks = combine(AttemptLog(), hooks, guarded=True)
         self.health = StoreHealth(self.settings.poll_interval, hooks=self.hooks)
         self._consumers = app.consumers
         self._inflight: dict[tuple[object, ...], Attempt] = {}
