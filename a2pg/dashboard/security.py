@@ -15,7 +15,6 @@ cannot read the cookie or the page) nor replay one token for another browser.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import os
@@ -83,7 +82,7 @@ class Auth:
         if scheme.lower() == "basic" and self.basic is not None:
             try:
                 decoded = base64.b64decode(value, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
+            except ValueError:  # not base64 (binascii.Error), not ASCII, or not UTF-8
                 return False
             user, colon, password = decoded.partition(":")
             # Both compared, always: the time taken says nothing about which was wrong.

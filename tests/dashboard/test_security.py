@@ -198,3 +198,13 @@ def test_auth_settings_from_the_environment() -> None:
     ):
         with pytest.raises(A2Error, match="A2PG_DASHBOARD"):
             Auth.from_env(bad)
+
+
+async def test_a_non_ascii_authorization_header_is_a_401_not_a_500(
+    store: Store, client_for: Client
+) -> None:
+    """HTTP headers are latin-1: a basic value with such bytes is not base64, so refused."""
+    client = client_for(store, auth=Auth(token="t", basic=("ops", "pw")))
+    for value in (b"Basic \xe9t\xe9", b"Bearer \xe9t\xe9", b"\xe9 x"):
+        response = await client.get("/sessions", headers={"Authorization": value})
+        assert response.status_code == 401, value
