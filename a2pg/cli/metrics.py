@@ -39,7 +39,10 @@ def add_metrics_options(parser: argparse.ArgumentParser) -> None:
         "--port", type=port, default=None, help="serve the gauges over HTTP on this port"
     )
     parser.add_argument(
-        "--host", default=DEFAULT_METRICS_HOST, help="the address --port listens on"
+        "--host",
+        default=DEFAULT_METRICS_HOST,
+        help="the address --port listens on (default: %(default)s, this machine only; "
+        "0.0.0.0 for a scraper elsewhere, as in a container)",
     )
     parser.add_argument(
         "--max-age",

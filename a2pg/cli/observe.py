@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("a2pg.worker")
 
-DEFAULT_METRICS_HOST = "0.0.0.0"
-"""Every interface: a Prometheus server (or a container network) scrapes from elsewhere."""
+DEFAULT_METRICS_HOST = "127.0.0.1"
+"""Loopback, as the dashboard: the endpoint has no authentication, so it is exposed beyond
+this machine only when asked (``--metrics-host 0.0.0.0`` in a container, where the
+scraper is on another host)."""
 
 
 def port(text: str) -> int:
@@ -63,7 +65,8 @@ def add_worker_observability_options(worker: argparse.ArgumentParser) -> None:
         "--metrics-host",
         default=DEFAULT_METRICS_HOST,
         metavar="HOST",
-        help="the address --metrics-port listens on",
+        help="the address --metrics-port listens on (default: %(default)s, this machine "
+        "only; 0.0.0.0 for a scraper elsewhere, as in a container)",
     )
 
 

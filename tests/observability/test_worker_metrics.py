@@ -266,3 +266,29 @@ def test_a_bad_metrics_port_is_refused(cli: Cli, bad: str) -> None:
     code, err = cli("worker", "x:app", "--dsn", "postgresql://h/d", "--metrics-port", bad)
     assert code == 2
     assert "--metrics-port" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        (
+            "worker",
+            "tests.observability.sample_app:app",
+            "--metrics-port",
+            "0",
+            "--log-level",
+            "info",
+        ),
+        ("metrics", "--port", "0"),
+    ],
+    ids=["worker", "metrics"],
+)
+async def test_metrics_listen_on_loopback_unless_told_otherwise(
+    postgres_dsn: str, argv: tuple[str, ...]
+) -> None:
+    """The endpoint has no authentication: like the dashboard, it stays on this machine
+    unless ``--metrics-host``/``--host`` (0.0.0.0 in a container) says otherwise."""
+    with WorkerProcess(*argv, "--dsn", postgres_dsn) as served:
+        url = (await served.wait_for(r"metrics at (http://\S+/metrics)"))[1]
+        assert url.startswith("http://127.0.0.1:"), url
+        await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=TIMEOUT).close())
