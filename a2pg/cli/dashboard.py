@@ -63,7 +63,7 @@ def add_server_options(parser: argparse.ArgumentParser, *, prefix: str) -> None:
     )
     parser.add_argument(
         f"--{prefix}refresh",
-        type=positive_float,
+        type=_refresh,
         default=5.0,
         metavar="SECONDS",
         help="how often the overview refreshes itself",
@@ -84,6 +84,18 @@ def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be 0-65535, got {value}")
+    return value
+
+
+MAX_REFRESH = 86_400.0
+
+
+def _refresh(text: str) -> float:
+    """Above 0 and finite: the page's script reads ``inf`` as NaN, and a NaN interval
+    refreshes without pause."""
+    value = positive_float(text)
+    if value > MAX_REFRESH:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_REFRESH:.0f}, got {text}")
     return value
 
 

@@ -69,6 +69,8 @@ def test_a_taken_port_exits_1_before_connecting() -> None:
         (["--root-path", "a2pg"], "must look like /prefix"),
         (["--root-path", "/a2pg/"], "must look like /prefix"),
         (["--refresh", "0"], "must be greater than 0"),
+        (["--refresh", "inf"], "at most 86400"),
+        (["--refresh", "1e300"], "at most 86400"),
     ],
 )
 def test_bad_options_exit_2(cli: Cli, args: list[str], message: str) -> None:
