@@ -36,6 +36,8 @@ REALM = "a2pg dashboard"
 CSRF_COOKIE = "a2pg_csrf"
 CSRF_FIELD = "csrf_token"
 _COOKIE_VALUE = re.compile(r"^[0-9a-f]{32}$")
+_TOKEN = re.compile(r"[\x21-\x7e]+\Z")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +50,16 @@ class Auth:
     def __post_init__(self) -> None:
         if self.token is not None and not self.token:
             raise invalid(f"{TOKEN_ENV} is set but empty")
+        # A credential no client can send (a header holds no newline; it is read as
+        # latin-1 and stripped) would refuse every request, with no hint why.
+        if self.token is not None and not _TOKEN.match(self.token):
+            raise invalid(
+                f"{TOKEN_ENV} must be printable ASCII without spaces (a trailing newline?)"
+            )
         if self.basic is not None and (not self.basic[0] or not self.basic[1]):
             raise invalid(f"{BASIC_ENV} must be user:password, both non-empty")
+        if self.basic is not None and any(_CONTROL.search(part) for part in self.basic):
+            raise invalid(f"{BASIC_ENV} must not hold control characters (a trailing newline?)")
 
     @property
     def required(self) -> bool:

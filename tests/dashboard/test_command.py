@@ -38,6 +38,23 @@ def test_help_lists_the_command(cli: Cli) -> None:
     [
         ({"A2PG_DASHBOARD_TOKEN": ""}, "A2PG_DASHBOARD_TOKEN is set but empty"),
         ({"A2PG_DASHBOARD_BASIC": "nopassword"}, "A2PG_DASHBOARD_BASIC must be user:password"),
+        # No client can send these: every request would be refused, with no hint why.
+        (
+            {"A2PG_DASHBOARD_TOKEN": "tok\n"},
+            "A2PG_DASHBOARD_TOKEN must be printable ASCII without spaces (a trailing newline?)",
+        ),
+        (
+            {"A2PG_DASHBOARD_TOKEN": "to k"},
+            "A2PG_DASHBOARD_TOKEN must be printable ASCII without spaces (a trailing newline?)",
+        ),
+        (
+            {"A2PG_DASHBOARD_TOKEN": "tök"},
+            "A2PG_DASHBOARD_TOKEN must be printable ASCII without spaces (a trailing newline?)",
+        ),
+        (
+            {"A2PG_DASHBOARD_BASIC": "ops:pw\n"},
+            "A2PG_DASHBOARD_BASIC must not hold control characters (a trailing newline?)",
+        ),
     ],
 )
 def test_bad_auth_settings_exit_2_before_connecting(env: dict[str, str], message: str) -> None:
