@@ -273,3 +273,11 @@ def test_a_session_that_changed_since_listed_is_not_cleared(aged: str) -> None:
     row = with_store(aged, race)
     assert row["outcome"] == "skipped: new events"
     assert sessions(aged)["old"].clear_index == 0
+
+
+@pytest.mark.parametrize("text", ["x", "1.5", "-1"])
+def test_a_bad_if_last_index_says_what_it_wants(cli: Cli, text: str) -> None:
+    result = cli("clear", "s", "--if-last-index", text, "--dsn", SOMEWHERE)
+    assert result.code == 2
+    assert "argument --if-last-index: must be a whole number, 0 or more" in result.err
+    assert "_index" not in result.err

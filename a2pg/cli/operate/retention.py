@@ -54,9 +54,12 @@ OUTCOMES = (CLEARED, WOULD_CLEAR, CHANGED, KEPT)
 
 
 def _index(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    try:
+        value: int | None = int(text)
+    except ValueError:  # not left to argparse, whose message names this function
+        value = None
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}")
     return value
 
 
