@@ -206,5 +206,5 @@ async def test_a_non_ascii_authorization_header_is_a_401_not_a_500(
     """HTTP headers are latin-1: a basic value with such bytes is not base64, so refused."""
     client = client_for(store, auth=Auth(token="t", basic=("ops", "pw")))
     for value in (b"Basic \xe9t\xe9", b"Bearer \xe9t\xe9", b"\xe9 x"):
-        response = await client.get("/sessions", headers={"Authorization": value})
+        response = await client.get("/sessions", headers={b"Authorization": value})
         assert response.status_code == 401, value
