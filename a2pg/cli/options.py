@@ -19,22 +19,31 @@ HELP = "help"
 """The ``field(metadata=...)`` key of a field's one-line description."""
 
 
+def _number(convert: Callable[[str], Any], text: str, what: str) -> Any:
+    """``convert(text)``, or the one-line usage error argparse shows (not "invalid
+    positive_int value", which names a function the user never sees)."""
+    try:
+        return convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+
+
 def positive_int(text: str) -> int:
-    value = int(text)
+    value: int = _number(int, text, "a whole number of 1 or more")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
 def non_negative_float(text: str) -> float:
-    value = float(text)
+    value: float = _number(float, text, "a number of 0 or more")
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return value
 
 
 def positive_float(text: str) -> float:
-    value = float(text)
+    value: float = _number(float, text, "a number greater than 0")
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
     return value
