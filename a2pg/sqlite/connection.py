@@ -16,6 +16,7 @@ import functools
 import math
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -108,9 +109,25 @@ def connect(
     return conn
 
 
-def use_wal(conn: sqlite3.Connection) -> None:
-    """WAL mode (kept in the file): readers never wait for the writer, nor it for them."""
-    row = conn.execute("pragma journal_mode = wal").fetchone()
+def use_wal(conn: sqlite3.Connection, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
+    """WAL mode (kept in the file): readers never wait for the writer, nor it for them.
+
+    Switching a new file to WAL takes its lock from a shared one, and SQLite answers
+    "database is locked" at once, without its busy handler, to a connection that would
+    deadlock with another doing the same: so several processes creating one file at
+    once try again here, for at most ``busy_timeout`` seconds.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
+    while True:
+        try:
+            row = conn.execute("pragma journal_mode = wal").fetchone()
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
     if row is None or str(row[0]).lower() != "wal":
         raise sqlite3.OperationalError(f"the database cannot use WAL mode (got {row and row[0]})")
 

@@ -102,7 +102,7 @@ def upgrade(path: object, *, busy_timeout: float = BUSY_TIMEOUT) -> LayoutStatus
     conn = connect(file, create=True, busy_timeout=busy_timeout)
     try:
         refuse_unmigratable(inspect_connection(conn, file))  # before WAL mode writes a byte
-        use_wal(conn)
+        use_wal(conn, busy_timeout=busy_timeout)
         return upgrade_connection(conn, file)
     finally:
         conn.close()

@@ -181,7 +181,7 @@ class SqliteStore:
                 status = inspect_connection(conn, file)
                 if not status.is_current:
                     raise status.error()
-                use_wal(conn)
+                use_wal(conn, busy_timeout=busy_timeout)
             except BaseException:
                 conn.close()
                 raise
