@@ -160,8 +160,9 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
 
                 served = PollingOnly(store)
             names = ", ".join(c.name for c in app.consumers)
+            # Not "serving" yet: the worker says so once its SIGTERM handler is in place.
             logging.getLogger("a2pg.worker").info(
-                "serving %s on %s%s", names, where, " (polling only)" * args.no_listen
+                "starting %s on %s%s", names, where, " (polling only)" * args.no_listen
             )
             with observers.watching(store):  # the worker logs its stats once, as it stops
                 await serve(served, app, settings=settings, hooks=observers.hooks)

@@ -138,7 +138,7 @@ async def test_worker_json_logs_without_the_extras(
         "0.1",
     )
     with WorkerProcess(*argv, blocked=WITHOUT_EXTRAS) as worker:
-        await worker.wait_for(r"serving echo")
+        await worker.wait_for(r"worker \S+ serving echo")  # signal handlers are in place
         kinds = [None, "flaky", "slow"]
         await store.append(
             "j", [NewEvent("ping", {"kind": k}, targets=[Target("echo")]) for k in kinds]
@@ -185,7 +185,7 @@ def test_worker_json_contradicting_the_log_format_is_a_usage_error(cli: Cli) -> 
 async def test_text_logs_say_the_stats_once(postgres_dsn: str) -> None:
     argv = ("worker", "tests.observability.sample_app:app", "--dsn", postgres_dsn)
     with WorkerProcess(*argv) as worker:
-        await worker.wait_for(r"serving echo")
+        await worker.wait_for(r"worker \S+ serving echo")  # signal handlers are in place
         assert await worker.stop() == 0, worker.err
     assert sum("stopped: " in line for line in worker.lines) == 1, worker.err
     assert worker.find(r"^\d{4}-\d\d-\d\d .* INFO a2pg.worker: worker \S+ stopped: WorkerStats")
