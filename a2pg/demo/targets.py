@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,8 +114,9 @@ class PostgresTarget:
         return await probe.connected(prefix)
 
 
-SERVING = " on SQLite "
-"""What the line ``a2pg worker --sqlite`` logs once its store is open holds (at INFO)."""
+SERVING = re.compile(r"a2pg\.worker: worker \S+ serving ")
+"""The line each ``a2pg worker`` logs (at INFO) once it serves, its SIGTERM handler in
+place: the demo stops no worker before that, so each one stops cleanly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,6 @@ class SqliteTarget:
             if not log.exists():
                 return 0
             lines = log.read_text(errors="replace").splitlines()
-            return sum(1 for line in lines if SERVING in line and "serving " in line)
+            return sum(1 for line in lines if SERVING.search(line))
 
         return await asyncio.to_thread(serving)
