@@ -19,24 +19,21 @@ from ..postgres.connect import open_store
 from ..postgres.layout import DEFAULT_SCHEMA
 from . import ceiling, history, phases
 from .config import APPEND_TASKS, BenchConfig
+from .figures import FigureSet
 from .ledger import Ledger, load_average
-from .phases import Check, Where
-from .stats import Figure, best_of, percentile
+from .phases import Where
+from .stats import Figure, percentile
 
 MB = 1024 / 1_000_000
 """MB (10^6 bytes) per KiB."""
 
 
-class Bench:
+class Bench(FigureSet):
     """The figures and checks of one ``a2pg bench``, filled run by run."""
 
     def __init__(self, c: BenchConfig) -> None:
-        self.c = c
         most, pool = c.most_processes, c.pool_size
         self.ns = sorted({APPEND_TASKS, pool, *(p * pool for p in c.process_counts)})
-        self.checks: list[Check] = []
-        self.loads: list[list[float] | None] = []
-        """The load average as each run began: other work on the machine depresses figures."""
         figures = [Figure(f"ceiling_{n}", f"commit ceiling, N={n}", "commits/s") for n in self.ns]
         figures += [
             Figure(f"drain_p{p}", f"drain, P={p}", "events/s", p * pool) for p in c.process_counts
@@ -72,37 +69,16 @@ class Bench:
             ),
             Figure("worker_rss", f"worker peak RSS at concurrency {c.memory_concurrency}", "MB"),
         ]
-        self.figures = {f.key: f for f in figures}
-
-    def add(self, key: str, value: float, ceilings: dict[int, float]) -> None:
-        figure = self.figures[key]
-        figure.add(value, None if figure.connections is None else ceilings[figure.connections])
-
-    def drained(self, key: str, result: phases.Drained, ceilings: dict[int, float]) -> None:
-        self.add(key, result.rate, ceilings)
-        self.checks.extend(result.checks)
+        super().__init__(c, figures)
 
     def report(self) -> dict[str, Any]:
-        drains = [self.figures[f"drain_p{p}"] for p in self.c.process_counts]
-        chosen = best_of(drains)
-        best = chosen.renamed(
-            "drain_best", f"drain, best P (P={chosen.key.removeprefix('drain_p')})"
-        )
-        figures = {**self.figures, best.key: best}
-        ordered = [k for k in figures if k.startswith(("ceiling_", "drain_p"))] + [best.key]
-        ordered += [k for k in figures if k not in ordered]
-        data = {key: figures[key].as_json() for key in ordered}
+        data = self.figures_json()
         targets = [
             {"figure": key, "name": f["name"], **f["target"]}
             for key, f in data.items()
             if f["target"] is not None
         ]
-        return {
-            "ok": all(check.ok for check in self.checks),
-            "figures": data,
-            "targets": targets,
-            "checks": [dataclasses.asdict(check) for check in self.checks],
-        }
+        return self.report_with(data, targets)
 
 
 async def run_bench(dsn: str, schema: str | None, c: BenchConfig, log: TextIO) -> dict[str, Any]:

@@ -25,20 +25,18 @@ from ..sqlite.probe import SqliteProbe
 from ..sqlite.streams import CHANGE_INTERVAL
 from . import phases, sqlite_ceiling
 from .config import APPEND_TASKS, BenchConfig
+from .figures import FigureSet
 from .ledger import load_average
-from .phases import Check, Where
-from .stats import Figure, best_of, percentile
+from .phases import Where
+from .stats import Figure, percentile
 
 
-class SqliteBench:
+class SqliteBench(FigureSet):
     """The figures and checks of one ``a2pg bench --sqlite``, filled run by run."""
 
     def __init__(self, c: BenchConfig) -> None:
-        self.c = c
         most = c.most_processes
         self.ns = sorted({1, *c.process_counts})
-        self.checks: list[Check] = []
-        self.loads: list[list[float] | None] = []
         change = f"{CHANGE_INTERVAL * 1000:g} ms"
         figures = [
             Figure(f"ceiling_{n}", f"write ceiling, {n} writer processes", "commits/s")
@@ -54,34 +52,13 @@ class SqliteBench:
             Figure("wake_poll_p50", f"wake latency, polling {c.poll_interval:g}s, p50", "ms"),
             Figure("wake_poll_p99", f"wake latency, polling {c.poll_interval:g}s, p99", "ms"),
         ]
-        self.figures = {f.key: f for f in figures}
-
-    def add(self, key: str, value: float, ceilings: dict[int, float]) -> None:
-        figure = self.figures[key]
-        figure.add(value, None if figure.connections is None else ceilings[figure.connections])
-
-    def drained(self, key: str, result: phases.Drained, ceilings: dict[int, float]) -> None:
-        self.add(key, result.rate, ceilings)
-        self.checks.extend(result.checks)
+        super().__init__(c, figures)
 
     def report(self) -> dict[str, Any]:
-        drains = [self.figures[f"drain_p{p}"] for p in self.c.process_counts]
-        chosen = best_of(drains)
-        best = chosen.renamed(
-            "drain_best", f"drain, best P (P={chosen.key.removeprefix('drain_p')})"
-        )
-        figures = {**self.figures, best.key: best}
-        ordered = [k for k in figures if k.startswith(("ceiling_", "drain_p"))] + [best.key]
-        ordered += [k for k in figures if k not in ordered]
-        data = {key: figures[key].as_json() for key in ordered}
+        data = self.figures_json()
         for figure in data.values():
             figure["target"] = None  # the targets are PostgreSQL's
-        return {
-            "ok": all(check.ok for check in self.checks),
-            "figures": data,
-            "targets": [],
-            "checks": [dataclasses.asdict(check) for check in self.checks],
-        }
+        return self.report_with(data, [])
 
 
 def machine(synchronous: str) -> dict[str, Any]:
