@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..contract.params import beat_row, dead_letter_page
 from ..models import ConsumerStats, DeadLetterQuery, Head, WorkerBeat, WorkerInfo
 from . import codec
 from .database import Database
@@ -28,36 +29,14 @@ async def consumer_stats(db: Database) -> list[ConsumerStats]:
 
 
 async def find_dead_letters(db: Database, query: DeadLetterQuery) -> list[Head]:
-    """One keyset page; the first starts after the key ('', '', '', 0), below every head."""
-    after = query.after
-    params = {
-        "after_session": "" if after is None else after.session_id,
-        "after_consumer": "" if after is None else after.consumer,
-        "after_lane": "" if after is None else after.lane,
-        "after_index": 0 if after is None else after.index,
-        "consumer": query.consumer,
-        "prefix": query.session_prefix,
-        "error": query.error,
-        "limit": query.limit,
-    }
+    """One keyset page of every session's dead letters."""
+    params = dead_letter_page(query)
     rows = await db.run(db.query("find_dead_letters"), params)
     return [codec.head(row) for row in rows]
 
 
 async def heartbeat(db: Database, beat: WorkerBeat) -> None:
-    params = {
-        "holder": beat.holder,
-        "host": beat.host,
-        "pid": beat.pid,
-        "consumers": list(beat.consumers),
-        "concurrency": beat.concurrency,
-        "in_flight": beat.in_flight,
-        "version": beat.version,
-        "interval": beat.interval,
-        "completed": beat.completed,
-        "failed": beat.failed,
-        "now": db.now_param(),
-    }
+    params = {**beat_row(beat), "now": db.now_param()}
     await db.run(db.query("heartbeat"), params, idempotent=True)
 
 

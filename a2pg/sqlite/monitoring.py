@@ -6,6 +6,7 @@ import json
 import sqlite3
 from datetime import datetime
 
+from ..contract.params import beat_row, dead_letter_page
 from ..models import ConsumerStats, DeadLetterQuery, Head, WorkerBeat, WorkerInfo
 from . import codec
 from .database import Tx, rows
@@ -34,39 +35,15 @@ def consumer_stats(conn: sqlite3.Connection, now: datetime) -> list[ConsumerStat
 
 
 def find_dead_letters(conn: sqlite3.Connection, query: DeadLetterQuery) -> list[Head]:
-    """One keyset page; the first starts after the key ('', '', '', 0), below every head."""
-    after = query.after
-    params = {
-        "after_session": "" if after is None else after.session_id,
-        "after_consumer": "" if after is None else after.consumer,
-        "after_lane": "" if after is None else after.lane,
-        "after_index": 0 if after is None else after.index,
-        "consumer": query.consumer,
-        "prefix": query.session_prefix,
-        "error": query.error,
-        "limit": query.limit,
-    }
+    """One keyset page of every session's dead letters."""
+    params = dead_letter_page(query)
     return [codec.head(row) for row in rows(conn, "find_dead_letters", params)]
 
 
 def heartbeat(tx: Tx, beat: WorkerBeat) -> None:
     """Inserts or replaces the holder's row, every time in it the store's clock's."""
-    tx.run(
-        "heartbeat",
-        {
-            "holder": beat.holder,
-            "host": beat.host,
-            "pid": beat.pid,
-            "consumers": json.dumps(list(beat.consumers)),
-            "concurrency": beat.concurrency,
-            "in_flight": beat.in_flight,
-            "version": beat.version,
-            "interval": beat.interval,
-            "completed": beat.completed,
-            "failed": beat.failed,
-            "now": tx.now_us,
-        },
-    )
+    row = beat_row(beat)
+    tx.run("heartbeat", {**row, "consumers": json.dumps(row["consumers"]), "now": tx.now_us})
 
 
 def forget_workers(tx: Tx, holders: list[str]) -> None:
