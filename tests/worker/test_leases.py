@@ -67,7 +67,9 @@ async def test_a_lease_taken_over_after_lapsing_cancels_the_handler(
     store: Store, clock: FakeClock
 ) -> None:
     handler = Blocking()
-    async with Worker(store, App({"w": handler}), ttl=TTL) as worker:
+    # One slot, held by the blocked handler: the worker cannot re-claim the lapsed head
+    # itself while the thief's claim waits for a backend's thread (SQLite's writer).
+    async with Worker(store, App({"w": handler}), ttl=TTL, concurrency=1) as worker:
         await store.append("s", [work(1)])
         await until(lambda: len(handler.started) == 1)
         clock.advance(TTL + 1)
