@@ -103,10 +103,15 @@ def refuse_log_targets(events: Sequence[CheckedEvent], wake: Sequence[Consumer])
 def refuse_cleared_origin(origin_index: int | None, clear_index: int, session_id: str) -> None:
     """Scheduled work born from an event at or below the clear marker is ``SESSION_CLEARED``."""
     if origin_index is not None and origin_index <= clear_index:
-        raise A2Error(
-            "SESSION_CLEARED",
-            f"scheduled work from event {origin_index} was cleared in session '{session_id}'",
-        )
+        raise cleared_origin(origin_index, session_id)
+
+
+def cleared_origin(origin_index: int, session_id: str) -> A2Error:
+    """The error of ``refuse_cleared_origin``, for a backend that compared in SQL."""
+    return A2Error(
+        "SESSION_CLEARED",
+        f"scheduled work from event {origin_index} was cleared in session '{session_id}'",
+    )
 
 
 def refuse_non_log_cursor(kind: str, consumer: str, lane: str) -> None:

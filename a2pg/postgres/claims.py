@@ -82,7 +82,7 @@ async def claim_any(db: Database, args: ClaimAnyArgs) -> list[Head]:
     plan and checks the index range scan.
     """
     statement = db.query("claim_any", limit=args.limit)
-    rows = await db.run(statement, _claim_any_params(args, db.now_param()), idempotent=False)
+    rows = await db.run(statement, claim_any_params(args, db.now_param()), idempotent=False)
     return [codec.head(row) for row in rows]
 
 
@@ -90,10 +90,10 @@ async def queue_claim_any(tx: Tx, args: ClaimAnyArgs) -> AsyncCursor[DictRow]:
     """``claim_any``'s statement queued in a write transaction (``complete_and_claim``): it
     sees the transaction's own writes, so it may take heads they just made ready."""
     statement = tx.query("claim_any", limit=args.limit)
-    return await tx.execute(statement, _claim_any_params(args, tx.now_param()))
+    return await tx.execute(statement, claim_any_params(args, tx.now_param()))
 
 
-def _claim_any_params(args: ClaimAnyArgs, now: datetime | None) -> dict[str, object]:
+def claim_any_params(args: ClaimAnyArgs, now: datetime | None) -> dict[str, object]:
     return {
         "now": now,
         "holder": args.holder,

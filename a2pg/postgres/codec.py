@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..models import (
@@ -39,6 +40,11 @@ def utc(value: datetime) -> datetime:
 
 def maybe_utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
+
+
+def quoted(text: str) -> str:
+    """``text`` as a JSON string, for the JSON documents the one-statement writes take."""
+    return encode_basestring(text)
 
 
 def types_json(types: Sequence[str] | None) -> str | None:

@@ -51,7 +51,7 @@ from ..models import (
     Superseded,
 )
 from . import codec
-from .claims import queue_claim_any
+from .claims import claim_any_params, queue_claim_any
 from .database import Database, Finish, Tx, finished
 from .log import has_pending, pending_flag
 from .writes import WritePlan, columns, push
@@ -456,6 +456,50 @@ async def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> Finish
         return RedriveResult(redriven, await pending_flag(flag))
 
     return finish
+
+
+def fits_one_statement(items: Sequence[Item]) -> bool:
+    """Completions of event cursors returning no events, each on its own cursor: what
+    ``complete_and_claim_one`` takes (an event cursor goes idle, so no lane or log can
+    take a next head and no session lock is needed)."""
+    keys = {item.key for item in items}
+    return len(keys) == len(items) and not any(
+        item.args.events or item.args.completion.lane is not None for item in items
+    )
+
+
+async def complete_and_claim_one(
+    db: Database, items: Sequence[Item], claim: ClaimAnyArgs
+) -> CompletedAndClaimed | None:
+    """A worker's cycle as one autocommit statement (``complete_and_claim`` in
+    ``sql/claims.sql``): one round trip, no session lock. None when a completion missed
+    its fence: nothing was written, and ``complete_and_claim``'s transaction judges them."""
+    done: list[str] = []
+    refresh: dict[CursorKey, str | None] = {}
+    for item in items:
+        c = item.args.completion
+        session_id, consumer, key = item.key
+        done.append(
+            f'{{"session_id":{codec.quoted(session_id)},"consumer":{codec.quoted(consumer)},'
+            f'"cursor_key":{codec.quoted(key)},"head":{c.index},"attempt":{c.attempt}}}'
+        )
+        refresh.update(declared_types(item))
+    refreshes = [
+        f'{{"session_id":{codec.quoted(session_id)},"consumer":{codec.quoted(consumer)},'
+        f'"cursor_key":{codec.quoted(key)},"types":{"null" if types is None else types}}}'
+        for (session_id, consumer, key), types in refresh.items()
+    ]
+    params = {
+        "done": f"[{','.join(done)}]",
+        "refresh": f"[{','.join(refreshes)}]",
+        "count": len(items),
+        **claim_any_params(claim, db.now_param()),
+    }
+    statement = db.statements.positional("complete_and_claim", limit=claim.limit)
+    rows = await db.write_one(statement, params, idempotent=False, declined=missed_fence)
+    if rows is None:
+        return None
+    return CompletedAndClaimed([Completed([]) for _ in items], [codec.head(r) for r in rows])
 
 
 async def complete(tx: Tx, items: Sequence[Item], *, fenced: bool) -> Finish[list[CompleteResult]]:

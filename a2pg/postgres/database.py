@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection, AsyncCursor, sql
+from psycopg import AsyncConnection, AsyncCursor, AsyncRawCursor, sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 from ..ids import Clock, IdGenerator
 from . import codec
 from .errors import log, retrying
-from .queries import Statements
+from .queries import Positional, Statements
 from .writes import SessionHead, WritePlan
 
 T = TypeVar("T")
@@ -204,7 +204,7 @@ class Database:
         self.channel = channel
         self.prepare = prepare
         self.clock = clock
-        self._new_id = new_id
+        self.new_id = new_id
         self._announce = announce
         self._pool_check: asyncio.Task[None] | None = None
 
@@ -237,6 +237,35 @@ class Database:
 
         return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
 
+    async def write_one(
+        self,
+        statement: Positional,
+        params: Params,
+        *,
+        idempotent: bool,
+        declined: Callable[[psycopg.Error], bool],
+    ) -> list[DictRow] | None:
+        """One writing statement on an autocommit connection (retried when transient): its
+        rows, or None when it failed with an error ``declined`` recognises (nothing was
+        written: the caller takes its transaction instead)."""
+
+        async def run() -> list[DictRow] | None:
+            async with self.connection() as conn:
+                cur = AsyncRawCursor(conn, row_factory=dict_row)
+                try:
+                    await cur.execute(statement.text, statement.values(params))
+                except psycopg.Error as exc:
+                    if declined(exc):
+                        return None
+                    raise
+                return await cur.fetchall()
+
+        return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
+
+    def announce(self, appended: Sequence[str], work: Sequence[str]) -> None:
+        """Tells this store's streams and wakeups what a commit did (``Announce``)."""
+        self._announce(appended, work)
+
     async def write(self, body: Callable[[Tx], Awaitable[Finish[T]]], *, idempotent: bool) -> T:
         """Runs ``body`` in one pipelined transaction (retried when transient), then its
         finisher, then announces what it committed to this store's streams and wakeups.
@@ -247,7 +276,7 @@ class Database:
 
         async def run() -> T:
             async with self.connection() as conn:
-                tx = Tx(conn, self.statements, self.channel, self.clock, self._new_id)
+                tx = Tx(conn, self.statements, self.channel, self.clock, self.new_id)
                 try:
                     # BEGIN and COMMIT are queued like any statement: psycopg's
                     # transaction() would add round trips of its own in pipeline mode.

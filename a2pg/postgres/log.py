@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
+import psycopg
 from psycopg import AsyncCursor
+from psycopg import errors as pg
 from psycopg.rows import DictRow
 
 from ..contract.args import AppendArgs, ReadArgs, SessionsArgs, WakeLogArgs
-from ..contract.rules import fence, is_replay, refuse_cleared_origin, refuse_non_log_cursor, replay
+from ..contract.rules import (
+    cleared_origin,
+    fence,
+    is_replay,
+    refuse_cleared_origin,
+    refuse_non_log_cursor,
+    replay,
+)
 from ..models import AppendResult, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
 from . import codec
 from .database import MAX_INDEX, Database, Finish, Tx, finished
@@ -31,6 +41,104 @@ def has_pending(session_id: str, consumers: Sequence[Consumer] | None) -> dict[s
 async def pending_flag(cur: AsyncCursor[DictRow]) -> bool:
     row = await cur.fetchone()
     return bool(row and row["has_pending"])
+
+
+APPEND_DECLINED = "a2pg: an append must take the transaction"
+"""The error text ``append_fresh`` fails with when the batch needs ``append``'s transaction."""
+
+
+def fits_one_statement(args: AppendArgs) -> bool:
+    """Whether ``append_fresh`` can take the batch: no event names a cause (its attempt
+    fence reads the cursor first) and no origin could be at the clear index of a new
+    session (``append_fresh`` compares it only on a stored session row)."""
+    if args.origin_index is not None and args.origin_index < 1:
+        return False
+    return all(item.event.cause is None for item in args.events)
+
+
+def _declined(exc: psycopg.Error) -> bool:
+    """What ``append_fresh`` leaves to ``append``: a supplied id taken (the transaction
+    tells a replay from a partial duplicate) and its own marker (see the statement)."""
+    if isinstance(exc, pg.UniqueViolation):
+        return exc.diag.constraint_name == "a2_events_event_id"
+    return APPEND_DECLINED in str(exc)
+
+
+async def append_fresh(
+    db: Database, args: AppendArgs, wake: Sequence[Consumer]
+) -> AppendResult | None:
+    """The append as one autocommit statement (``append_fresh`` in ``sql/log.sql``): one
+    round trip. None when the statement declined the batch, having written nothing: a
+    supplied id is taken, the session was cleared and ids are supplied, or an append of
+    the session committed while it waited for the session row and log consumers wake."""
+    session_id = args.session_id
+    ids: list[str] = []
+    events: list[str] = []
+    targets: list[str] = []
+    types: set[str] = set()
+    for offset, checked in enumerate(args.events, start=1):
+        event = checked.event
+        event_id = event.id if event.id is not None else db.new_id()
+        ids.append(event_id)
+        types.add(event.type)
+        events.append(
+            f'{{"i":{codec.quoted(event_id)},"t":{codec.quoted(event.type)},"p":{checked.payload_json}}}'
+        )
+        for target in dict.fromkeys(event.targets):
+            lane = "null" if target.lane is None else codec.quoted(target.lane)
+            targets.append(f'{{"n":{offset},"c":{codec.quoted(target.consumer)},"l":{lane}}}')
+    wakes: list[str] = []
+    for consumer in wake:
+        spec = consumer.log
+        if spec is None or not any(spec.takes(event_type) for event_type in types):
+            continue
+        key = codec.quoted(codec.cursor_key(spec.lane, 0))
+        wakes.append(
+            f'{{"c":{codec.quoted(consumer.name)},"k":{key},"l":{codec.quoted(spec.lane)},'
+            f'"y":{codec.types_json(spec.types) or "null"},'
+            f'"b":{"true" if spec.backfill else "false"}}}'
+        )
+    params = {
+        "session_id": session_id,
+        "n": len(args.events),
+        "now": db.now_param(),
+        "origin": args.origin_index,
+        "events": f"[{','.join(events)}]",
+        "targets": f"[{','.join(targets)}]",
+        "wakes": f"[{','.join(wakes)}]",
+        "event_key": codec.EVENT_KEY_PREFIX,
+        "lane_key": codec.LANE_KEY_PREFIX,
+        "channel": db.channel,
+        "names": names_of(args.consumers),
+        "supplied": any(item.event.id is not None for item in args.events),
+    }
+    rows = await db.write_one(
+        db.statements.positional("append_fresh"),
+        params,
+        idempotent=len(args.supplied_ids) == len(args.events),
+        declined=_declined,
+    )
+    if rows is None:
+        return None
+    if not rows:
+        assert args.origin_index is not None
+        raise cleared_origin(args.origin_index, session_id)
+    row = rows[0]
+    base, now = int(row["base"]), codec.utc(row["now"])
+    stored = [
+        StoredEvent(
+            event_id,
+            checked.event.type,
+            json.loads(checked.payload_json),
+            base + offset,
+            session_id,
+            now,
+            None,
+        )
+        for offset, (event_id, checked) in enumerate(zip(ids, args.events, strict=True), 1)
+    ]
+    db.announce([session_id], [session_id] if row["notified"] else [])
+    return AppendResult(stored, bool(row["has_pending"]))
 
 
 async def append(tx: Tx, args: AppendArgs, wake: Sequence[Consumer]) -> Finish[AppendResult]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.resources import files
-from typing import LiteralString
+from typing import Any, LiteralString
 
 from psycopg import sql
 
 from ..sqlnames import load, parse
 
-__all__ = ["Statements", "load", "names", "parse", "statements", "template"]
+__all__ = ["Positional", "Statements", "load", "names", "parse", "statements", "template"]
 
 
 @cache
@@ -40,19 +43,72 @@ def names() -> frozenset[str]:
     return frozenset(_templates())
 
 
-LIMITED = "claim_any"
-"""The one statement with a literal ``{limit}``: a text per limit (see ``claim_any``)."""
+LIMITED = frozenset({"claim_any", "complete_and_claim"})
+"""The statements with a literal ``{limit}`` (claim_any's): a text per limit (see ``query``)."""
 
-CLAIM_ANY_TEXTS = 64
-"""Rendered claim_any texts kept per schema (one per limit a worker asks for)."""
+LIMITED_TEXTS = 64
+"""Rendered texts kept per schema and limited statement (one per limit a worker asks for)."""
+
+
+_TOKENS = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|\s+|[^'"\s-]+|-""")
+
+
+def compact(text: LiteralString) -> LiteralString:
+    """``text`` without its comments and with each run of blanks one space: what runs.
+
+    psycopg caches the parse of a query's placeholders only for texts of up to 4,096
+    bytes, and a shorter text costs less to send and to parse on the server.
+    Quoted strings and identifiers are kept as they are.
+    """
+    parts: list[str] = []
+    for token in _TOKENS.findall(text):
+        if token.startswith("--"):
+            continue
+        if token.isspace():
+            if parts and parts[-1] != " ":
+                parts.append(" ")
+            continue
+        parts.append(token)
+    compacted: LiteralString = "".join(parts).strip()
+    return compacted
 
 
 def render(text: LiteralString, schema: str, limit: int | None = None) -> bytes:
-    """``text`` with its schema (quoted as an identifier) and, for claim_any, its limit."""
+    """``text`` with its schema (quoted as an identifier) and, for claim_any, its limit,
+    compacted (``compact``)."""
     values: dict[str, sql.Composable] = {"schema": sql.Identifier(schema)}
     if limit is not None:
         values["limit"] = sql.Literal(limit)
-    return sql.SQL(text).format(**values).as_bytes(None)
+    return sql.SQL(compact(text)).format(**values).as_bytes(None)
+
+
+_PLACEHOLDER = re.compile(rb"%\((\w+)\)s")
+
+
+@dataclass(frozen=True, slots=True)
+class Positional:
+    """A statement with PostgreSQL's own ``$n`` placeholders and the parameter each stands
+    for: run on a raw cursor, psycopg sends it as it is, with no placeholder parse per
+    call (which it caches only for texts of up to 4,096 bytes). For the hot statements."""
+
+    text: bytes
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, rendered: bytes) -> Positional:
+        names: dict[str, int] = {}
+
+        def number(match: re.Match[bytes]) -> bytes:
+            name = match.group(1).decode()
+            return b"$%d" % names.setdefault(name, len(names) + 1)
+
+        if b"%%" in rendered:
+            raise ValueError("a positional statement holds no escaped %")
+        return cls(_PLACEHOLDER.sub(number, rendered), tuple(names))
+
+    def values(self, params: Mapping[str, Any]) -> list[Any]:
+        """``params`` in placeholder order."""
+        return [params[name] for name in self.names]
 
 
 class Statements:
@@ -63,20 +119,22 @@ class Statements:
     def __init__(self, schema: str) -> None:
         self.schema = schema
         self._rendered = {
-            name: render(text, schema) for name, text in _templates().items() if name != LIMITED
+            name: render(text, schema) for name, text in _templates().items() if name not in LIMITED
         }
-        self._claim_any = lru_cache(maxsize=CLAIM_ANY_TEXTS)(self._render_claim_any)
+        self._limited = lru_cache(maxsize=LIMITED_TEXTS * len(LIMITED))(self._render_limited)
+        self._positional: dict[tuple[str, int | None], Positional] = {}
 
     def query(self, name: str, *, limit: int | None = None) -> bytes:
         """The statement called ``name``, ready to execute (placeholders ``%(param)s``).
 
-        ``claim_any`` takes its LIMIT as a literal, so PostgreSQL plans for that size:
-        one text per limit, rendered once, whose prepared plan is the plan for that limit.
+        ``claim_any`` (and ``complete_and_claim``, which ends with it) takes its LIMIT as a
+        literal, so PostgreSQL plans for that size: one text per limit, rendered once,
+        whose prepared plan is the plan for that limit.
         """
-        if name == LIMITED:
+        if name in LIMITED:
             if limit is None:
-                raise ValueError(f"{LIMITED} needs its limit")
-            return self._claim_any(limit)
+                raise ValueError(f"{name} needs its limit")
+            return self._limited(name, limit)
         if limit is not None:
             raise ValueError(f"{name!r} takes no limit")
         rendered = self._rendered.get(name)
@@ -85,8 +143,18 @@ class Statements:
             raise AssertionError(name)
         return rendered
 
-    def _render_claim_any(self, limit: int) -> bytes:
-        return render(template(LIMITED), self.schema, limit)
+    def positional(self, name: str, *, limit: int | None = None) -> Positional:
+        """Statement ``name`` with ``$n`` placeholders (see ``Positional``), made once."""
+        key = (name, limit)
+        found = self._positional.get(key)
+        if found is None:
+            found = Positional.of(self.query(name, limit=limit))
+            if len(self._positional) < LIMITED_TEXTS * 4:
+                self._positional[key] = found
+        return found
+
+    def _render_limited(self, name: str, limit: int) -> bytes:
+        return render(template(name), self.schema, limit)
 
 
 @cache

@@ -291,6 +291,10 @@ class PostgresStore:
         refuse_log_targets(args.events, wake)
         if not args.events:
             return AppendResult([], await log.pending_now(self._db, session_id, args.consumers))
+        if log.fits_one_statement(args):
+            done = await log.append_fresh(self._db, args, wake)
+            if done is not None:
+                return done
 
         async def body(tx: Tx) -> Finish[AppendResult]:
             return await log.append(tx, args, wake)
@@ -445,6 +449,10 @@ class PostgresStore:
             limits=self._limits,
         )
         items = await self._completion_items(args.completions)
+        if outcomes.fits_one_statement(items):
+            done = await outcomes.complete_and_claim_one(self._db, items, args.claim)
+            if done is not None:
+                return done
 
         async def cycle(tx: Tx, fenced: bool) -> Finish[CompletedAndClaimed]:
             return await outcomes.complete_and_claim(tx, items, args.claim, fenced=fenced)

@@ -118,7 +118,9 @@ class PlanSpy:
         self.seen: list[Explained] = []
         public = queries.statements("public")
         self._names = {
-            public.query(name).decode(): name for name in queries.names() if name != "claim_any"
+            public.query(name).decode(): name
+            for name in queries.names()
+            if name not in queries.LIMITED
         }
 
     def name_of(self, text: str) -> str | None:
@@ -156,7 +158,7 @@ _real_execute = database.execute
 
 def claim_limits(text: str) -> list[str]:
     """The literals the claim_any template's ``{limit}`` became in ``text`` (empty: not it)."""
-    marked = sql.SQL(queries.template("claim_any")).format(
+    marked = sql.SQL(queries.compact(queries.template("claim_any"))).format(
         schema=sql.Identifier("public"), limit=sql.SQL("{limit}")
     )
     parts = marked.as_string(None).split("{limit}")

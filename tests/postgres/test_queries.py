@@ -33,6 +33,10 @@ class Call:
     name: str | None
 
 
+CALLS = ("query", "positional")
+"""The methods that take a statement's name: ``query`` and ``positional``."""
+
+
 def query_calls(source: str, where: str) -> Iterator[Call]:
     """The calls ``query(...)`` and ``<anything>.query(...)`` in one module's source,
     except those in the body of a function itself named ``query``: such a function
@@ -41,7 +45,7 @@ def query_calls(source: str, where: str) -> Iterator[Call]:
     forwarders = [
         node
         for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "query"
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in CALLS
     ]
     forwarding = {id(inner) for f in forwarders for inner in ast.walk(f)}
     for node in ast.walk(tree):
@@ -49,7 +53,7 @@ def query_calls(source: str, where: str) -> Iterator[Call]:
             continue
         func = node.func
         called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-        if called != "query":
+        if called not in CALLS:
             continue
         first = node.args[0] if node.args else None
         value = first.value if isinstance(first, ast.Constant) else None
@@ -120,10 +124,11 @@ def test_statements_hold_no_brace_but_their_schema_and_claim_any_its_limit() -> 
     # Every statement goes through psycopg.sql.SQL.format: any other brace would break it.
     for name in queries.names():
         text = queries.template(name).replace("{schema}", "")
-        if name == "claim_any":
+        if name in queries.LIMITED:
             text = text.replace("{limit}", "")
         assert "{" not in text and "}" not in text, name
-    assert b"limit 7\n" in queries.statements("public").query("claim_any", limit=7)
+    for name in queries.LIMITED:
+        assert b" limit 7 " in queries.statements("public").query(name, limit=7)
 
 
 def test_query_refuses_fragments_unknown_names_and_misplaced_limits() -> None:
@@ -231,7 +236,7 @@ def test_every_statement_parses_on_the_server(postgres_dsn: str) -> None:
     public = queries.statements("public")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         for name in sorted(queries.names()):
-            limit = 10 if name == "claim_any" else None
+            limit = 10 if name in queries.LIMITED else None
             text = public.query(name, limit=limit).decode()
             try:
                 conn.execute(f"prepare a2pg_check as {numbered(text)}".encode())

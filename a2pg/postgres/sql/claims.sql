@@ -103,13 +103,11 @@ select pg_catalog.min(c.claim_expires_at) as retry_at
       where x.consumer = c.consumer and x.cursor_key = c.cursor_key and x.idx = c.head)
    and c.claim_expires_at > coalesce(%(now)s::timestamptz, pg_catalog.now());
 
--- name: claim_any
--- The oldest ready heads of every session, in one statement. An index range scan on
--- ready_at (a2_cursors_ready) with an incremental sort for the tie-breakers; the LIMIT
--- is a literal ({limit}), and no parameter changes the plan, so even the generic plan
--- psycopg's preparation may settle on walks the index (tests/postgres/test_plans.py).
--- SKIP LOCKED: concurrent claimers never wait on each other nor get the same head.
-with t as (
+-- fragment: claim_any_picks
+-- The CTEs `t` (the time, the lease) and `picked`'s select up to its where clause: the
+-- oldest ready heads of every session. The including statement may add conditions, then
+-- includes claim_any_claimed.
+t as (
   select coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as now,
          -- include: lease_ttl
 ), picked as (
@@ -119,6 +117,10 @@ with t as (
     from {schema}.a2_cursors c
    where c.ready_at <= (select now from t)
      and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
+
+-- fragment: claim_any_claimed
+-- The rest of `picked` (its order, literal limit and SKIP LOCKED) and the CTE `claimed`
+-- that claims (or, at max_failures, dead-letters) each pick.
    order by c.ready_at, c.session_id collate "C", c.head, c.consumer collate "C",
             coalesce(c.lane, '') collate "C"
    limit {limit}
@@ -140,15 +142,97 @@ with t as (
      and c.cursor_key = g.cursor_key
      and c.ready_at <= t.now and c.failed_at is null
   returning c.*, g.exhausted, g.was_ready
-),
--- include: release_dead_pins
+)
+
+-- fragment: claim_any_heads
+-- The claimed heads with their session's clear index and their events, oldest first.
 select k.*, s.clear_index,
        -- include: head_event_columns
   from claimed k
   join {schema}.a2_sessions s on s.session_id = k.session_id
   join {schema}.a2_events e on e.session_id = k.session_id and e.idx = k.head
+
+-- fragment: claim_any_order
  order by k.was_ready, k.session_id collate "C", k.head, k.consumer collate "C",
-          coalesce(k.lane, '') collate "C";
+          coalesce(k.lane, '') collate "C"
+
+-- name: claim_any
+-- The oldest ready heads of every session, in one statement. An index range scan on
+-- ready_at (a2_cursors_ready) with an incremental sort for the tie-breakers; the LIMIT
+-- is a literal ({limit}), and no parameter changes the plan, so even the generic plan
+-- psycopg's preparation may settle on walks the index (tests/postgres/test_plans.py).
+-- SKIP LOCKED: concurrent claimers never wait on each other nor get the same head.
+with
+-- include: claim_any_picks
+-- include: claim_any_claimed
+,
+-- include: release_dead_pins
+-- include: claim_any_heads
+-- include: claim_any_order
+;
+
+-- name: complete_and_claim
+-- A worker's cycle in one autocommit statement, with no session lock: the completions
+-- of event cursors returning no events (`done`), then claim_any's claim, which skips the
+-- heads just completed (a lapsed one may be ready: it must not be updated twice). Each
+-- completion is fenced on its exact attempt on the row as it is when updated (a clear
+-- parks a claimed head: ready_at null); an event cursor takes no new head, so no lock of
+-- the session row is needed to keep indexes or lanes in order, and nothing is notified.
+-- The one-time filter `missed` runs the completions first; if any missed its fence the
+-- statement fails with the marker below, writing nothing, and the caller takes
+-- complete_and_claim's transaction (completions.complete_and_claim).
+with done as (
+  select *
+    from pg_catalog.json_to_recordset(%(done)s::json)
+         as u (session_id text, consumer text, cursor_key text, head bigint, attempt int)
+), refresh as (
+  update {schema}.a2_cursors c
+     set types = case when u.types is not null
+                      then array(select pg_catalog.json_array_elements_text(u.types)) end
+    from pg_catalog.json_to_recordset(%(refresh)s::json)
+         as u (session_id text, consumer text, cursor_key text, types json)
+   where c.session_id = u.session_id and c.consumer = u.consumer
+     and c.cursor_key = u.cursor_key and c.kind = 'log'
+     and c.types is distinct from case when u.types is not null
+                      then array(select pg_catalog.json_array_elements_text(u.types)) end
+), advanced as (
+  update {schema}.a2_cursors c
+     set position = c.head, head = null, ready_at = null,
+         completed_idx = c.head, completed_attempt = d.attempt,
+         returned_event_ids = array[]::text[],
+         -- include: no_attempts
+    from done d
+   where c.session_id = d.session_id and c.consumer = d.consumer
+     and c.cursor_key = d.cursor_key and c.kind = 'event' and c.head = d.head
+     and c.attempt_count = d.attempt and c.claim_holder is not null
+     and c.failed_at is null and c.ready_at is not null
+  returning 1
+), missed as (
+  select (case when (select pg_catalog.count(*) from advanced) <> %(count)s::int
+               then 'a2pg: a completion missed its fence' end)::int as missed
+),
+-- include: claim_any_picks
+     and not exists (select from done d
+                      where d.session_id = c.session_id and d.consumer = c.consumer
+                        and d.cursor_key = c.cursor_key)
+-- include: claim_any_claimed
+, released as (
+  -- The pins of the heads completed here and of those claimed into the dead letters.
+  delete from {schema}.a2_snapshot_pins p
+   using (select session_id, consumer, cursor_key, head from done
+          union all
+          select session_id, consumer, cursor_key, head from claimed where exhausted) k
+   where p.session_id = k.session_id and p.consumer = k.consumer
+     and p.cursor_key = k.cursor_key and p.event_index = k.head
+  returning p.session_id, p.consumer, p.cursor_key, p.event_index, p.reducer, p.up_to_index
+), history as (
+  -- include: drop_released_history
+  returning 1
+)
+-- include: claim_any_heads
+ where (select missed from missed) is null
+-- include: claim_any_order
+;
 
 -- name: renew_claims
 -- Extends the live claims of `holder` at exactly these attempts. Heads at or below the

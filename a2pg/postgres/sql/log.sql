@@ -284,3 +284,133 @@ select s.session_id,
    and exists (select 1 from {schema}.a2_cursors c
                 where c.ready_at = coalesce(%(now)s::timestamptz, pg_catalog.now())
                   and c.session_id = s.session_id);
+
+-- name: append_fresh
+-- A whole append in one autocommit statement (log.append_fresh; the other shapes take
+-- log.append's transaction): the upsert creates, locks and moves the session row first
+-- (every other part reads its row), the clock is read under that lock, then the events,
+-- their event and lane cursors and the log wakes are written, NOTIFY is sent when any
+-- head became claimable, and has_pending is answered from what this statement wrote and
+-- what it saw. The statement's snapshot is taken before the session lock, so the log
+-- wakes (which read earlier events) are only right if the snapshot holds every event
+-- below this batch: if another append committed meanwhile (`stale`), the statement fails
+-- with the marker below and the caller takes the transaction instead, as it does when a
+-- supplied id is taken (a unique violation) or the session was cleared and ids are
+-- supplied (their old events must give them up first: free_stale_ids). No row comes back
+-- when `origin` is at or below the clear index (nothing is written). Kept under 4,096
+-- bytes once compacted: psycopg parses longer texts again on every call.
+with s as (
+  insert into {schema}.a2_sessions as s (session_id, head, created_at)
+  values (%(session_id)s, %(n)s, coalesce(%(now)s::timestamptz, pg_catalog.clock_timestamp()))
+  on conflict (session_id) do update set head = s.head + excluded.head
+   where %(origin)s::bigint is null or s.clear_index < %(origin)s::bigint
+  returning s.session_id as sid, s.head - %(n)s as base, s.clear_index as ci
+), t as materialized (
+  select s.*, coalesce(%(now)s::timestamptz, pg_catalog.clock_timestamp()) as now,
+         %(names)s::text[] as names
+    from s
+), k as (
+  select *
+    from rows from (pg_catalog.json_to_recordset(%(events)s::json) as (i text, t text, p json))
+         with ordinality as u (id, type, payload, n)
+), inserted as (
+  insert into {schema}.a2_events (session_id, idx, event_id, event_type, payload, created_at)
+  select t.sid, t.base + k.n, k.id, k.type, coalesce(k.payload, 'null'::json), t.now
+    from t, k
+), g as (
+  select * from pg_catalog.json_to_recordset(%(targets)s::json) as u (n bigint, c text, l text)
+), event_cursors as (
+  insert into {schema}.a2_cursors (session_id, consumer, cursor_key, kind, position, head,
+                                   ready_at)
+  select t.sid, g.c, %(event_key)s || t.base + g.n, 'event', t.base + g.n - 1, t.base + g.n,
+         t.now
+    from t, g
+   where g.l is null
+  returning consumer
+), lane_events as (
+  insert into {schema}.a2_lane_events (session_id, consumer, lane, idx)
+  select t.sid, g.c, g.l, t.base + g.n from t, g where g.l is not null
+), lane_heads as (
+  -- An idle lane cursor (or one left below the clear marker) takes the lane's first new
+  -- event; a busy one keeps its head and reaches the new events when it advances.
+  insert into {schema}.a2_cursors as c (session_id, consumer, cursor_key, kind, lane,
+                                        position, head, ready_at)
+  select t.sid, g.c, %(lane_key)s || g.l, 'lane', g.l, t.ci, t.base + pg_catalog.min(g.n),
+         t.now
+    from t, g
+   where g.l is not null
+   group by t.sid, t.base, t.ci, t.now, g.c, g.l
+  on conflict (session_id, consumer, cursor_key) do update set
+    head = excluded.head,
+    position = greatest(c.position, excluded.position),
+    ready_at = excluded.ready_at,
+    -- include: no_attempts
+  where c.head is null or c.head <= excluded.position
+  returning consumer
+), w as (
+  select u.c, u.k, u.l, u.b,
+         case when u.y is not null then array(select pg_catalog.json_array_elements_text(u.y))
+         end as types
+    from pg_catalog.json_to_recordset(%(wakes)s::json) as u (c text, k text, l text, y json,
+                                                            b boolean)
+), current as (
+  -- The log cursors woken, as they are now (locked: one changed since the snapshot is
+  -- read as committed); only a transaction holding the session row creates one.
+  select c.consumer, c.cursor_key, c.position, c.head
+    from t, w, {schema}.a2_cursors c
+   where c.session_id = t.sid and c.consumer = w.c and c.cursor_key = w.k
+     for update of c
+), o as (
+  select w.*, x.head,
+         coalesce(x.position, case when w.b then t.ci else t.base end) as position
+    from t cross join w
+    left join current x on x.consumer = w.c and x.cursor_key = w.k
+), woken as (
+  -- A missing log cursor opens at `position`, an idle one is at it: each takes its first
+  -- event after it of its types, among the events before this batch (the snapshot holds
+  -- them all, see `stale`) and this batch's own; a busy one keeps its head.
+  select o.*, coalesce(o.head, least(
+           (select pg_catalog.min(e.idx)
+              from {schema}.a2_events e
+             where e.session_id = t.sid and e.idx > o.position
+               and e.event_type <> 'a2.cleared'
+               and (o.types is null or e.event_type = any(o.types))),
+           (select t.base + pg_catalog.min(k.n)
+              from k
+             where t.base + k.n > o.position
+               and (o.types is null or k.type = any(o.types))))) as next
+    from t, o
+), log_heads as (
+  insert into {schema}.a2_cursors as c (session_id, consumer, cursor_key, kind, lane,
+                                        position, head, types, ready_at)
+  select t.sid, w.c, w.k, 'log', w.l, w.position, w.next, w.types,
+         case when w.next is not null then t.now end
+    from t, woken w
+  on conflict (session_id, consumer, cursor_key) do update set
+    types = excluded.types,
+    head = coalesce(c.head, excluded.head),
+    ready_at = case when c.head is null then excluded.ready_at else c.ready_at end
+  where c.kind = 'log'
+  returning c.consumer, c.head > c.position and c.failed_at is null as pending, c.ready_at
+), fresh as (
+  select consumer, true as ready from event_cursors
+  union all select consumer, true from lane_heads
+  union all select x.consumer, x.ready_at = t.now from t, log_heads x where x.pending
+), notified as (
+  select pg_catalog.pg_notify(%(channel)s, pg_catalog.json_build_object(
+           'session_id', t.sid, 'head', t.base + %(n)s)::text)
+    from t
+   where exists (select from fresh where ready)
+)
+select t.base, t.ci, t.now, (select pg_catalog.count(*) from notified) as notified,
+       exists (select from {schema}.a2_cursors c
+                where c.session_id = t.sid and c.head > t.ci and c.failed_at is null
+                  and (t.names is null or c.consumer = any(t.names)))
+       or exists (select from fresh f where t.names is null or f.consumer = any(t.names))
+       as has_pending,
+       (case when t.ci > 0 and %(supplied)s
+               or exists (select from w) and t.base <> coalesce(
+                    (select pg_catalog.max(e.idx) from {schema}.a2_events e
+                      where e.session_id = t.sid), 0)
+             then 'a2pg: an append must take the transaction' end)::int as retry
+  from t;
