@@ -185,28 +185,47 @@ with done as (
   select *
     from pg_catalog.json_to_recordset(%(done)s::json)
          as u (session_id text, consumer text, cursor_key text, head bigint, attempt int)
-), refresh as (
-  update {schema}.a2_cursors c
-     set types = case when u.types is not null
-                      then array(select pg_catalog.json_array_elements_text(u.types)) end
-    from pg_catalog.json_to_recordset(%(refresh)s::json)
-         as u (session_id text, consumer text, cursor_key text, types json)
-   where c.session_id = u.session_id and c.consumer = u.consumer
-     and c.cursor_key = u.cursor_key and c.kind = 'log'
-     and c.types is distinct from case when u.types is not null
-                      then array(select pg_catalog.json_array_elements_text(u.types)) end
+), hit as (
+  -- Each completed head's row, found by its key and fenced as read: a lateral subquery
+  -- kept apart by its limit is an index probe per completion, whatever the planner
+  -- guesses of the document's size (it would hash-join a scan of every cursor).
+  select x.ctid
+    from done d
+   cross join lateral (
+     select c.ctid
+       from {schema}.a2_cursors c
+      where c.session_id = d.session_id and c.consumer = d.consumer
+        and c.cursor_key = d.cursor_key and c.kind = 'event' and c.head = d.head
+        and c.attempt_count = d.attempt and c.claim_holder is not null
+        and c.failed_at is null and c.ready_at is not null
+      limit 1) x
 ), advanced as (
+  -- By row version: one changed since it was read (its ctid moved on) is not
+  -- updated, and the completion counts as missed; the fence is checked again on the row.
   update {schema}.a2_cursors c
      set position = c.head, head = null, ready_at = null,
-         completed_idx = c.head, completed_attempt = d.attempt,
+         completed_idx = c.head, completed_attempt = c.attempt_count,
          returned_event_ids = array[]::text[],
          -- include: no_attempts
-    from done d
-   where c.session_id = d.session_id and c.consumer = d.consumer
-     and c.cursor_key = d.cursor_key and c.kind = 'event' and c.head = d.head
-     and c.attempt_count = d.attempt and c.claim_holder is not null
-     and c.failed_at is null and c.ready_at is not null
+   where c.ctid = any(array(select ctid from hit)) and c.kind = 'event'
+     and c.claim_holder is not null and c.failed_at is null and c.ready_at is not null
   returning 1
+), refresh as (
+  update {schema}.a2_cursors c
+     set types = x.types
+    from (select u.session_id, u.consumer, u.cursor_key,
+                 case when u.types is not null
+                      then array(select pg_catalog.json_array_elements_text(u.types)) end
+                 as types
+            from pg_catalog.json_to_recordset(%(refresh)s::json)
+                 as u (session_id text, consumer text, cursor_key text, types json)) x
+   cross join lateral (
+     select r.ctid from {schema}.a2_cursors r
+      where r.session_id = x.session_id and r.consumer = x.consumer
+        and r.cursor_key = x.cursor_key and r.kind = 'log'
+        and r.types is distinct from x.types
+      limit 1) y
+   where c.ctid = y.ctid and c.types is distinct from x.types
 ), missed as (
   select (case when (select pg_catalog.count(*) from advanced) <> %(count)s::int
                then 'a2pg: a completion missed its fence' end)::int as missed
@@ -222,8 +241,12 @@ with done as (
    using (select session_id, consumer, cursor_key, head from done
           union all
           select session_id, consumer, cursor_key, head from claimed where exhausted) k
-   where p.session_id = k.session_id and p.consumer = k.consumer
-     and p.cursor_key = k.cursor_key and p.event_index = k.head
+   cross join lateral (
+     select q.ctid from {schema}.a2_snapshot_pins q
+      where q.session_id = k.session_id and q.consumer = k.consumer
+        and q.cursor_key = k.cursor_key and q.event_index = k.head
+     offset 0) y
+   where p.ctid = y.ctid
   returning p.session_id, p.consumer, p.cursor_key, p.event_index, p.reducer, p.up_to_index
 ), history as (
   -- include: drop_released_history

@@ -356,10 +356,14 @@ with s as (
 ), current as (
   -- The log cursors woken, as they are now (locked: one changed since the snapshot is
   -- read as committed); only a transaction holding the session row creates one.
-  select c.consumer, c.cursor_key, c.position, c.head
-    from t, w, {schema}.a2_cursors c
-   where c.session_id = t.sid and c.consumer = w.c and c.cursor_key = w.k
-     for update of c
+  select x.*
+    from t cross join w
+   cross join lateral (
+     select c.consumer, c.cursor_key, c.position, c.head
+       from {schema}.a2_cursors c
+      where c.session_id = t.sid and c.consumer = w.c and c.cursor_key = w.k
+      limit 1
+        for update of c) x
 ), o as (
   select w.*, x.head,
          coalesce(x.position, case when w.b then t.ci else t.base end) as position
