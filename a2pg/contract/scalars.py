@@ -31,6 +31,12 @@ def over(what: str, size: object, setting: str, limit: int) -> A2Error:
 def items(value: object, what: str, *, limit: int, setting: str) -> list[object]:
     """The items of a list argument: any iterable but a str, bytes or mapping, read up to
     one past ``limit`` (an endless or huge iterable is refused, not drained)."""
+    if type(value) is list or type(value) is tuple:  # the common case, without ABC checks
+        if len(value) <= limit:
+            return list(value)
+        raise invalid(
+            f"{what} holds more than {limit} items, over the limit Limits.{setting}={limit}"
+        )
     if isinstance(value, str | bytes | bytearray | memoryview | Mapping) or not isinstance(
         value, Iterable
     ):
@@ -71,6 +77,19 @@ def check_text(
             f"{what} is {size} bytes in UTF-8, over the limit Limits.{bytes_setting}={max_bytes}"
         )
     return value
+
+
+def plain_text(value: object, max_length: int, max_bytes: int) -> bool:
+    """Whether ``check_text`` with these limits returns ``value`` as it is and the value is
+    an exact ``str``: the common case, checked without building an error."""
+    if type(value) is not str or not value or len(value) > max_length or "\x00" in value:
+        return False
+    if value.isascii():  # one byte a character; a flag of the str, not a scan
+        return len(value) <= max_bytes
+    try:
+        return len(value.encode()) <= max_bytes
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
 
 
 def utf8_size(text: str, what: str) -> int:

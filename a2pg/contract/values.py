@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 
 from ..errors import invalid
 from ..models import (
     CLEAR_EVENT_TYPE,
+    JSON,
     AttemptRef,
     ClaimRef,
     Consumer,
@@ -20,7 +22,7 @@ from ..models import (
     Target,
 )
 from .budget import CallBudget
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, MAX_ATTEMPT, MAX_INDEX, Limits
 from .render import show, type_name
 from .scalars import (
     check_attempt,
@@ -30,10 +32,141 @@ from .scalars import (
     check_lane,
     check_name,
     items,
+    plain_text,
     utf8_size,
 )
 
 # -- JSON -----------------------------------------------------------------------------
+
+
+def _make_encoder() -> Callable[[object], str]:
+    """``json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))``
+    without building an encoder at each call: CPython's C encoder made once, where it is
+    there and encodes a sample as ``json.dumps`` does; else a ``JSONEncoder`` made once.
+
+    The C encoder's check for circular references is off: a value reaches it only once
+    ``_plain_floor`` has walked it to its end (a cycle would nest past any depth)."""
+    encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    try:
+        chunks = make(
+            None,
+            encoder.default,
+            json.encoder.encode_basestring,
+            None,
+            ":",
+            ",",
+            False,
+            False,
+            False,
+        )
+
+        def encode(value: object) -> str:
+            return "".join(chunks(value, 0))
+
+        sample = {"a": [1, -2.5e300, True, None, '\u00e9\x00"\\'], "b": {}, "c": -(10**20)}
+        if encode(sample) == json.dumps(
+            sample, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        ):
+            return encode
+    except Exception:  # another interpreter's encoder: keep the portable one
+        pass
+    return encoder.encode
+
+
+_encode = _make_encoder()
+
+_ONE_BYTE: frozenset[type] = frozenset({float, bool, type(None)})
+"""Scalar types ``_plain_floor`` counts as one byte at least (text of a bounded length)."""
+
+_SHORT_INT = 1 << 64
+"""``_plain_floor`` counts an int below this (20 digits at most) as one byte; a wider one
+is left to ``_walk_json``, which bounds its digits before ``json.dumps`` writes them all."""
+
+
+def _plain_floor(value: JSON, depth: int, max_depth: int, room: int) -> int:
+    """A lower bound of the compact JSON size of ``value`` (a ``dict``, ``list`` or
+    ``tuple``), or -1 unless it is plain: only the exact types ``None``, ``bool``,
+    ``int``, ``float``, ``str``, ``list``, ``tuple`` and ``dict``, ``str`` keys, nested
+    at most ``max_depth`` deep, and its bound at most ``room``.
+
+    The common case's one walk: what it leaves to ``json.dumps`` (NaN, an int too long
+    for text, NUL, lone surrogates, the size) comes out in the encoding, and anything
+    else goes to ``_walk_json``. Each container's items are counted before they are
+    read, so a huge value costs at most about ``room`` steps."""
+    size = len(value)
+    if not size:
+        return 2
+    if depth >= max_depth:  # its items would nest deeper than max_depth
+        return -1
+    inner = depth + 1
+    if type(value) is dict:
+        floor = 4 * size + 1
+        if floor > room:
+            return -1
+        for key, child in value.items():
+            if type(key) is not str:
+                return -1
+            kind = type(child)
+            if kind is str:
+                floor += len(key) + len(child) + 2
+            elif (kind is int and -_SHORT_INT < child < _SHORT_INT) or kind in _ONE_BYTE:
+                floor += len(key) + 1
+            elif kind is dict or kind is list or kind is tuple:
+                below = _plain_floor(child, inner, max_depth, room - floor - len(key))
+                if below < 0:
+                    return -1
+                floor += len(key) + below
+            else:
+                return -1
+    else:
+        floor = size + 1
+        if floor > room:
+            return -1
+        for child in value:
+            kind = type(child)
+            if kind is str:
+                floor += len(child) + 2
+            elif (kind is int and -_SHORT_INT < child < _SHORT_INT) or kind in _ONE_BYTE:
+                floor += 1
+            elif kind is dict or kind is list or kind is tuple:
+                below = _plain_floor(child, inner, max_depth, room - floor)
+                if below < 0:
+                    return -1
+                floor += below
+            else:
+                return -1
+    return floor if floor <= room else -1
+
+
+def _plain_json(value: JSON, max_depth: int, max_bytes: int) -> tuple[str, int] | None:
+    """``value``'s compact JSON text and UTF-8 size when ``_walk_json`` would return them
+    (a plain value, within the limits, without NUL or what JSON cannot say); else None.
+
+    ``json.dumps`` writes a NUL as ``\\u0000``: text without that holds none (a text's
+    own backslash is written ``\\\\``, so its absence rules that out too)."""
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        try:
+            if _plain_floor(value, 0, max_depth, max_bytes) < 0:
+                return None
+        except RecursionError:  # a max_json_depth past Python's stack: the long way
+            return None
+    elif kind is str:
+        if len(value) + 2 > max_bytes:
+            return None
+    elif not ((kind is int and -_SHORT_INT < value < _SHORT_INT) or kind in _ONE_BYTE):
+        return None
+    try:
+        text = _encode(value)
+        size = len(text) if text.isascii() else len(text.encode())
+    except Exception:  # NaN, an int of over 4300 digits, a lone surrogate: the long way
+        return None
+    if size > max_bytes or ("\\" in text and "\\u0000" in text):  # most texts hold no "\\"
+        return None
+    return text, size
 
 
 def encode_json(
@@ -41,6 +174,19 @@ def encode_json(
 ) -> tuple[str, int]:
     """Checks that ``value`` is plain JSON PostgreSQL can store within ``max_bytes``;
     returns its compact JSON text and its size in UTF-8 bytes.
+
+    A plain value that fits (``_plain_json``) is walked once and encoded once; any other
+    value is checked by ``_walk_json``, which says why it is refused."""
+    plain = _plain_json(value, limits.max_json_depth, max_bytes)
+    if plain is not None:
+        return plain
+    return _walk_json(value, what, limits, max_bytes=max_bytes, setting=setting)
+
+
+def _walk_json(
+    value: object, what: str, limits: Limits, *, max_bytes: int, setting: str
+) -> tuple[str, int]:
+    """``encode_json`` the long way, for any value: the first fault found is the error.
 
     Walks the value first rather than trusting ``json.dumps``, which turns int keys
     into strings and cannot tell a NUL apart from the text ``\\u0000``. The walk tallies
@@ -211,6 +357,56 @@ class CheckedEvent:
     payload_json: str
 
 
+def _slot_setters(cls: type, names: tuple[str, ...]) -> list[Callable[[object, object], None]]:
+    """The setters of the slots of the frozen dataclass ``cls``, in field order, when its
+    fields and slots are ``names`` and it has no ``__post_init__``; else none."""
+    slots = tuple(cls.__dict__.get("__slots__", ()))
+    if tuple(spec.name for spec in fields(cls)) != names or slots != names:
+        return []
+    if hasattr(cls, "__post_init__"):
+        return []
+    return [cls.__dict__[name].__set__ for name in names]
+
+
+# A frozen dataclass's __init__ sets each field through object.__setattr__; setting the
+# slots of object.__new__(cls) builds the same value in about half the time. Each event of
+# an append builds a CheckedEvent (and a NewEvent, unless it can keep the caller's), so
+# both are built so where their shape allows; a field added later falls back to cls(...).
+_EVENT_SETTERS = _slot_setters(NewEvent, ("type", "payload", "id", "cause", "targets"))
+_CHECKED_SETTERS = _slot_setters(CheckedEvent, ("event", "payload_json"))
+
+
+def _new_event(
+    event_type: str,
+    payload: JSON,
+    event_id: str | None,
+    cause: AttemptRef | None,
+    targets: tuple[Target, ...],
+) -> NewEvent:
+    """``NewEvent(event_type, payload, event_id, cause, targets)``."""
+    if not _EVENT_SETTERS:
+        return NewEvent(event_type, payload, event_id, cause, targets)
+    set_type, set_payload, set_id, set_cause, set_targets = _EVENT_SETTERS
+    event = object.__new__(NewEvent)
+    set_type(event, event_type)
+    set_payload(event, payload)
+    set_id(event, event_id)
+    set_cause(event, cause)
+    set_targets(event, targets)
+    return event
+
+
+def _new_checked(event: NewEvent, payload_json: str) -> CheckedEvent:
+    """``CheckedEvent(event, payload_json)``."""
+    if not _CHECKED_SETTERS:
+        return CheckedEvent(event, payload_json)
+    set_event, set_json = _CHECKED_SETTERS
+    checked = object.__new__(CheckedEvent)
+    set_event(checked, event)
+    set_json(checked, payload_json)
+    return checked
+
+
 def check_target(target: object, limits: Limits) -> Target:
     if not isinstance(target, Target):
         raise invalid(f"event targets must hold Target, not {type_name(target)}")
@@ -219,26 +415,121 @@ def check_target(target: object, limits: Limits) -> Target:
     )
 
 
+class _Known:
+    """What one call's events have shown valid so far (event types; consumer and lane
+    names, which share their limits): a repeat is taken without checking it again.
+
+    Only exact ``str`` values are kept, and only once their check passed; each then
+    passes again as itself, so skipping its check changes nothing but the time spent."""
+
+    __slots__ = ("limits", "names", "types")
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.types: set[str] = set()
+        self.names: set[str] = set()
+
+    def name(self, value: object) -> bool:
+        """Whether ``check_name`` passes ``value`` (an exact str) as it is."""
+        if type(value) is not str:
+            return False
+        if value in self.names:
+            return True
+        limits = self.limits
+        if plain_text(value, limits.max_name_length, limits.max_name_bytes):
+            self.names.add(value)
+            return True
+        return False
+
+    def target(self, target: object) -> Target:
+        """``check_target``: ``target`` itself when it is a ``Target`` whose names pass."""
+        if type(target) is Target and self.name(target.consumer):
+            lane = target.lane
+            if lane is None or self.name(lane):
+                return target
+        return check_target(target, self.limits)
+
+    def cause(self, cause: object) -> AttemptRef:
+        """``check_attempt_ref`` of an event cause: ``cause`` itself when it is an
+        ``AttemptRef`` of valid names, index and attempt."""
+        if type(cause) is AttemptRef and self.name(cause.consumer):
+            lane, index, attempt = cause.lane, cause.index, cause.attempt
+            if (
+                (lane is None or self.name(lane))
+                and type(index) is int
+                and 1 <= index <= MAX_INDEX
+                and type(attempt) is int
+                and 1 <= attempt <= MAX_ATTEMPT
+            ):
+                return cause
+        return check_attempt_ref(cause, "event cause", self.limits)
+
+
 def check_event(
     event: object, position: int, limits: Limits, budget: CallBudget, *, need_ids: bool
 ) -> CheckedEvent:
+    """One event of a batch (``position`` in it), checked as ``check_events`` checks each."""
+    return _check_event(event, position, limits, budget, need_ids, _Known(limits))
+
+
+def _check_event(
+    event: object, position: int, limits: Limits, budget: CallBudget, need_ids: bool, known: _Known
+) -> CheckedEvent:
+    """One event, checked in this order: its type, id, cause, targets (their count against
+    the call first) and payload (its bytes against the call last); the first fault is the
+    error. ``known``: what the call's earlier events showed valid.
+
+    An exact ``NewEvent`` that needs no normalising (its targets a tuple of exact
+    ``Target``) is kept as it is rather than rebuilt."""
     if not isinstance(event, NewEvent):
         raise invalid(f"events[{position}] must be a NewEvent, not {type_name(event)}")
-    event_type = check_event_type(event.type, "event type", limits)
-    if event_type == CLEAR_EVENT_TYPE:
-        raise invalid(
-            f"event type '{CLEAR_EVENT_TYPE}' is reserved for clear markers: call clear()"
-        )
-    event_id = None if event.id is None else check_event_id(event.id, limits)
-    if event_id is None and need_ids:
-        raise invalid(f"events[{position}] needs an id: a completion's id is its retry key")
-    cause = None if event.cause is None else check_attempt_ref(event.cause, "event cause", limits)
-    listed = items(event.targets, "event targets", limit=limits.max_targets, setting="max_targets")
+    event_type = event.type
+    if type(event_type) is not str or event_type not in known.types:
+        event_type = check_event_type(event_type, "event type", limits)
+        if event_type == CLEAR_EVENT_TYPE:
+            raise invalid(
+                f"event type '{CLEAR_EVENT_TYPE}' is reserved for clear markers: call clear()"
+            )
+        if type(event_type) is str:
+            known.types.add(event_type)
+    event_id = event.id
+    if event_id is None:
+        if need_ids:
+            raise invalid(f"events[{position}] needs an id: a completion's id is its retry key")
+    elif not plain_text(event_id, limits.max_id_length, limits.max_id_bytes):
+        event_id = check_event_id(event_id, limits)
+    cause = event.cause
+    if cause is not None:
+        cause = known.cause(cause)
+    given = event.targets
+    kind = type(given)
+    if (kind is tuple or kind is list) and len(given) <= limits.max_targets:
+        listed: Sequence[object] = given
+    else:
+        listed = items(given, "event targets", limit=limits.max_targets, setting="max_targets")
     budget.spend_targets(len(listed))
-    targets = tuple(check_target(target, limits) for target in listed)
-    payload_json, size = check_payload(event.payload, limits)
+    targets: Sequence[Target] = ()
+    if len(listed) == 1:
+        only = listed[0]
+        checked = known.target(only)
+        targets = given if kind is tuple and checked is only else (checked,)
+    elif listed:
+        every = [known.target(target) for target in listed]
+        same = kind is tuple and all(map(operator.is_, every, listed))
+        targets = given if same else tuple(every)
+    payload = event.payload
+    encoded = _plain_json(payload, limits.max_json_depth, limits.max_payload_bytes)
+    payload_json, size = check_payload(payload, limits) if encoded is None else encoded
     budget.spend_bytes(size)
-    return CheckedEvent(NewEvent(event_type, event.payload, event_id, cause, targets), payload_json)
+    if (
+        type(event) is not NewEvent
+        or targets is not given
+        or event_type is not event.type
+        or event_id is not event.id
+        or cause is not event.cause
+    ):
+        event = _new_event(event_type, payload, event_id, cause, tuple(targets))
+    return _new_checked(event, payload_json)
 
 
 def check_events(
@@ -253,7 +544,8 @@ def check_events(
     spent = budget or CallBudget(limits)
     batch = items(events, "events", limit=limits.max_batch_events, setting="max_batch_events")
     spent.spend_events(len(batch))
+    known = _Known(limits)
     return [
-        check_event(event, position, limits, spent, need_ids=need_ids)
+        _check_event(event, position, limits, spent, need_ids, known)
         for position, event in enumerate(batch)
     ]
