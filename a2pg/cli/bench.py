@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..bench import BenchConfig, BenchFailed, run_bench
+from ..bench.sync import Sync, synchronous_commit
+from . import bench_versus as versus
 from . import output as out
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     export_store_options,
     fail,
     require_embedded_or_dsn,
@@ -100,7 +103,19 @@ async def _on_sqlite(args: argparse.Namespace, config: BenchConfig) -> dict[str,
 
 
 async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
+    sync: Sync = "off" if getattr(args, "sync", "on") == "off" else "on"
+    if getattr(args, "versus", None) is not None:
+        export_store_options(store_options(args))
+        try:
+            return await versus.cmd_versus(args, stdout)
+        except BenchFailed as exc:
+            fail(EXIT_FAILED, str(exc))
+    given = versus.given_versus_options(args)
+    if given:
+        fail(EXIT_USAGE, f"{', '.join(given)}: only with --versus")
     config = from_args(BenchConfig, args)
+    if getattr(args, "sqlite", None) is not None and sync != "on":
+        fail(EXIT_USAGE, "--sync off applies to PostgreSQL, not to --sqlite")
     if args.dsn is None and getattr(args, "sqlite", None) is None:
         require_embedded_or_dsn()
     export_store_options(store_options(args))  # the bench's stores and worker processes
@@ -108,13 +123,15 @@ async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
         if getattr(args, "sqlite", None) is not None:
             data = await _on_sqlite(args, config)
         elif args.dsn is not None:
-            data = await run_bench(args.dsn, args.schema, config, sys.stderr)
+            async with synchronous_commit(args.dsn, sync):
+                data = await run_bench(args.dsn, args.schema, config, sys.stderr)
             data["database"] = f"the given PostgreSQL {data['machine']['postgres']}"
         else:
             from ..postgres.embedded import embedded_postgres
 
             with embedded_postgres() as dsn:
-                data = await run_bench(dsn, args.schema, config, sys.stderr)
+                async with synchronous_commit(dsn, sync):
+                    data = await run_bench(dsn, args.schema, config, sys.stderr)
             data["database"] = f"embedded PostgreSQL {data['machine']['postgres']}"
     except BenchFailed as exc:
         fail(EXIT_FAILED, str(exc))

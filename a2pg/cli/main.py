@@ -69,7 +69,17 @@ INSERT and an UPDATE per transaction), then every phase, and reports each figure
 as a ratio to that ceiling. Without --dsn (or $A2PG_DSN) it runs on a throwaway
 embedded PostgreSQL. With --dsn, give it a schema of its own (--schema bench):
 its sessions stay behind there; its scratch ceiling table and history schemas
-(<schema>_history_<n>_<id>) are dropped at the end."""
+(<schema>_history_<n>_<id>) are dropped at the end.
+
+With --versus pgqueuer (pip install 'a2pg[bench]') it measures a2pg and pgqueuer
+head to head instead, on the same server and event loop (uvloop when installed):
+appends (single jobs, batches of 100), a drain by 4 workers, appends while
+draining, and an idle worker's wake latency, in interleaved rounds (--rounds),
+each system in a fresh schema of its own (a2pg_vs_<id>, pgqueuer_vs_<id>,
+dropped at the end), every job checked done exactly once. It reports each
+system's medians and the median same-round ratio a2pg / pgqueuer against its
+target. --sync off turns synchronous_commit off for the run's connections (both
+benches)."""
 
 
 MIGRATE_SQL_HELP = (
@@ -233,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
         BENCH_DETAILS,
     )
     add_options(bench, BenchConfig)
+    from .bench_versus import add_options as add_versus_options
+
+    add_versus_options(bench)
 
     sessions = command(
         "sessions", "list sessions: head, clear index, pending, blocked, dead letters, last event"
@@ -313,8 +326,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
             resolve_sqlite(args)
         args.schema = resolve_schema(args.schema)
         check_dsn(args.dsn)
-        with scrubbed_logs(args.dsn):
-            return asyncio.run(_run(args, stream))
+        with scrubbed_logs(args.dsn), asyncio.Runner(loop_factory=_loop_factory(args)) as runner:
+            return runner.run(_run(args, stream))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -333,6 +346,19 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         # A bug: its traceback, but never with the password a driver message may quote.
         sys.stderr.write("a2pg: internal error\n" + scrubbed_traceback(exc, args.dsn))
         return EXIT_FAILED
+
+
+def _loop_factory(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop for ``bench --versus`` when installed (the systems compared share that loop:
+    pgqueuer's own recommendation); asyncio's default loop for everything else."""
+    if args.command != "bench" or getattr(args, "versus", None) is None:
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def _cli_error(exc: BaseException, dsn: str | None) -> CliError | None:

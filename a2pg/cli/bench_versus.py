@@ -1,0 +1,172 @@
+"""``a2pg bench --versus SYSTEM``: its options, its run on a DSN or embedded, and its table."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import sys
+import typing
+from typing import Any, TextIO
+
+from ..bench.sync import SYNC_CHOICES
+from ..bench.versus_config import SYSTEMS, VersusConfig
+from . import output as out
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, require_embedded_or_dsn
+from .options import PARSERS, option_name
+
+
+def columns(other: str) -> tuple[str, ...]:
+    return ("figure", "a2pg", other, f"a2pg/{other}", "target", "met")
+
+
+VERSUS_MISSING = (
+    "a2pg bench --versus pgqueuer needs pgqueuer and asyncpg, which are not installed: "
+    "pip install 'a2pg[bench]'"
+)
+VERSUS_MODULES = ("pgqueuer", "asyncpg")
+
+SYNC_HELP = (
+    "off: ALTER DATABASE ... SET synchronous_commit = off before anything connects, so "
+    "every connection of the run commits without waiting for the WAL flush, reset "
+    "afterwards (needs the database's owner); on: the server's own setting, unchanged"
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """``--versus``, ``--sync`` and one option per ``VersusConfig`` field (its default shown
+    in the help, None in the namespace, so that giving one without ``--versus`` is seen)."""
+    parser.add_argument(
+        "--versus",
+        choices=SYSTEMS,
+        default=None,
+        help="measure a2pg head to head against another job queue on the same server "
+        "(pip install 'a2pg[bench]')",
+    )
+    parser.add_argument("--sync", choices=SYNC_CHOICES, default="on", help=SYNC_HELP)
+    types = typing.get_type_hints(VersusConfig)
+    for spec in dataclasses.fields(VersusConfig):
+        parser.add_argument(
+            option_name(spec.name),
+            type=PARSERS[types[spec.name]],
+            default=None,
+            help=f"with --versus: {spec.metadata['help']} (default: {spec.default:,})",
+        )
+
+
+def given_versus_options(args: argparse.Namespace) -> list[str]:
+    """The ``VersusConfig`` options given on the command line."""
+    return [
+        option_name(spec.name)
+        for spec in dataclasses.fields(VersusConfig)
+        if getattr(args, spec.name, None) is not None
+    ]
+
+
+def config(args: argparse.Namespace) -> VersusConfig:
+    given = {
+        spec.name: getattr(args, spec.name)
+        for spec in dataclasses.fields(VersusConfig)
+        if getattr(args, spec.name, None) is not None
+    }
+    try:
+        return VersusConfig(**given)
+    except ValueError as exc:
+        fail(EXIT_USAGE, str(exc))
+
+
+def require_versus() -> None:
+    """Without pgqueuer or asyncpg: one line naming the extra, exit 2, before anything runs."""
+    for module in VERSUS_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            fail(EXIT_USAGE, VERSUS_MISSING)
+
+
+async def cmd_versus(args: argparse.Namespace, stdout: TextIO) -> int:
+    from ..bench.versus import run_versus
+
+    require_versus()
+    if getattr(args, "sqlite", None) is not None:
+        fail(EXIT_USAGE, "--versus runs on PostgreSQL: give --dsn (or nothing), not --sqlite")
+    c = config(args)
+    if args.dsn is None:
+        require_embedded_or_dsn()
+    if args.dsn is not None:
+        data = await run_versus(args.dsn, args.versus, c, args.sync, sys.stderr)
+        data["database"] = f"the given PostgreSQL {data['machine']['postgres']}"
+    else:
+        from ..postgres.embedded import embedded_postgres
+
+        with embedded_postgres() as dsn:
+            data = await run_versus(dsn, args.versus, c, args.sync, sys.stderr)
+        data["database"] = f"embedded PostgreSQL {data['machine']['postgres']}"
+    if args.json:
+        out.write_json(stdout, data)
+    else:
+        print_table(stdout, data)
+    # Targets are reported, not enforced: only a failed correctness check fails the command.
+    return EXIT_OK if data["ok"] else EXIT_FAILED
+
+
+def _number(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return f"{value:,.2f}"
+    if unit == "x":
+        return f"{value:.2f}"
+    return f"{value:,.0f}"
+
+
+def _cell(summary: dict[str, Any], unit: str) -> str:
+    """``median unit (min-max)``; ``x`` right after a ratio's numbers."""
+    median, low, high = (_number(summary[k], unit) for k in ("median", "min", "max"))
+    if unit == "x":
+        return f"{median}x ({low}-{high})"
+    return f"{median} {unit} ({low}-{high})"
+
+
+def row(figure: dict[str, Any], other: str) -> dict[str, str]:
+    unit, target = figure["unit"], figure["target"]
+    return {
+        "figure": figure["name"],
+        "a2pg": _cell(figure["a2pg"], unit),
+        other: _cell(figure[other], unit),
+        f"a2pg/{other}": _cell(figure["ratio"], "x"),
+        "target": target["text"],
+        "met": {True: "yes", False: "NO", None: "-"}[target["met"]],
+    }
+
+
+def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
+    c, m, other = data["config"], data["machine"], data["versus"]
+    rounds = " / ".join(_load(values) for values in m.get("load_average_rounds") or [])
+    stdout.write(
+        f"a2pg bench --versus {other} on {data['database']}: medians of {c['rounds']} "
+        "interleaved rounds, spread min-max\n"
+        f"machine: {m['cpu_cores']} cores, PostgreSQL {m['postgres']}, fsync {m['fsync']}, "
+        f"synchronous_commit {m['synchronous_commit']} (--sync {c['sync']}; asyncpg's "
+        f"connections: {m.get('synchronous_commit_asyncpg', 'unknown')}), "
+        f"Python {m['python']}, {m['date']}\n"
+        f"event loop: {m['loop']}, the same for both; a2pg {m['a2pg']} (psycopg "
+        f"{m['psycopg']}), {other} {m[other]} (asyncpg {m['asyncpg']})\n"
+        f"load average (1 min): {_load(m.get('load_average_start'))} at start, "
+        f"{rounds or 'unknown'} as the rounds began, {_load(m.get('load_average_end'))} at end\n"
+    )
+    rows = [row(figure, other) for figure in data["figures"].values()]
+    stdout.write(out.render_table(columns(other), rows, empty="no figures"))
+    stdout.write(
+        f"ratio: a2pg / {other} in the same round, median (spread) over rounds; "
+        "wake latency: lower is better, so its target is <= 1.0x\n"
+    )
+    met = [t for t in data["targets"] if t["met"]]
+    stdout.write(f"targets met: {len(met)} of {len(data['targets'])}\n")
+    for check in data["checks"]:
+        if not check["ok"]:
+            stdout.write(f"FAIL {check['name']}: {check['detail']}\n")
+
+
+def _load(values: list[float] | None) -> str:
+    return f"{values[0]:.2f}" if values else "unknown"
