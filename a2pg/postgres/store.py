@@ -87,11 +87,16 @@ T = TypeVar("T")
 class PostgresStore:
     """The store contract (SPEC.md section 2) on PostgreSQL.
 
-    Every write is one short transaction that locks the session row first (so index
-    allocation is serialized per session and readers never see N+1 before N), then
-    cursor rows. Single statements run on autocommit connections; transactions are
-    pipelined so their reads cost one round trip and their writes ride with the
-    commit. Times come from the database server unless a ``clock`` is injected.
+    Every write locks the session row first (so index allocation is serialized per
+    session and readers never see N+1 before N), then cursor rows; the exception is a
+    worker cycle of event-cursor completions, which fences each on its row alone (an
+    event cursor takes no next head). The hot writes are one autocommit statement
+    each: an append of fresh events (``log.append_fresh``) and that worker cycle
+    (``completions.complete_and_claim_one``); they decline, writing nothing, where
+    the contract needs a read first (a replay, a missed fence), and the other writes
+    are short transactions, pipelined so their reads cost one round trip and their
+    writes ride with the commit. Times come from the database server unless a
+    ``clock`` is injected.
 
     Nothing depends on a connection's state: every statement names the store's schema
     and calls ``pg_catalog`` functions, so the store works the same behind a
@@ -282,8 +287,9 @@ class PostgresStore:
         consumers: Sequence[Consumer] | None = None,
         origin_index: int | None = None,
     ) -> AppendResult:
-        """Appends a batch atomically in one transaction of two round trips; a batch of
-        only stored ids replays them."""
+        """Appends a batch atomically: one statement in one round trip for fresh events
+        (``log.append_fresh``), else one transaction of two round trips (a batch of only
+        stored ids replays them; a cause is fenced; reused ids of a cleared session)."""
         args = check_append(
             session_id, events, consumers=consumers, origin_index=origin_index, limits=self._limits
         )
@@ -435,10 +441,12 @@ class PostgresStore:
         limit: int = 10,
         max_failures: int | None = None,
     ) -> CompletedAndClaimed:
-        """``complete_attempts`` then ``claim_any`` in one transaction: one round trip and
-        one commit for a worker's cycle when every completion is fresh and returns
-        nothing, else two. Not retried after a lost connection (like ``claim_any``: a
-        claim whose commit went unanswered lapses and counts a failure)."""
+        """``complete_attempts`` then ``claim_any`` as one commit. Completions of event
+        cursors returning nothing, each fresh, go with the claim in one statement and no
+        session lock (``completions.complete_and_claim_one``); other fresh ones returning
+        nothing in one transaction of one round trip; the rest in two. Not retried after
+        a lost connection (like ``claim_any``: a claim whose commit went unanswered lapses
+        and counts a failure)."""
         args = check_complete_and_claim(
             completions,
             holder=holder,
