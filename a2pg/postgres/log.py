@@ -22,6 +22,7 @@ from ..contract.rules import (
 from ..models import AppendResult, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
 from . import codec
 from .database import MAX_INDEX, Database, Finish, Tx, finished
+from .queries import Positional
 from .writes import columns, push
 
 STREAM_BATCH = 256
@@ -76,6 +77,7 @@ async def append_fresh(
     events: list[str] = []
     targets: list[str] = []
     types: set[str] = set()
+    lanes = False
     for offset, checked in enumerate(args.events, start=1):
         event = checked.event
         event_id = event.id if event.id is not None else db.new_id()
@@ -85,6 +87,7 @@ async def append_fresh(
             f'{{"i":{codec.quoted(event_id)},"t":{codec.quoted(event.type)},"p":{checked.payload_json}}}'
         )
         for target in dict.fromkeys(event.targets):
+            lanes = lanes or target.lane is not None
             lane = "null" if target.lane is None else codec.quoted(target.lane)
             targets.append(f'{{"n":{offset},"c":{codec.quoted(target.consumer)},"l":{lane}}}')
     wakes: list[str] = []
@@ -113,7 +116,7 @@ async def append_fresh(
         "supplied": any(item.event.id is not None for item in args.events),
     }
     rows = await db.write_one(
-        db.statements.positional("append_fresh"),
+        _statement(db, lanes=lanes, wakes=bool(wakes)),
         params,
         idempotent=len(args.supplied_ids) == len(args.events),
         declined=_declined,
@@ -139,6 +142,18 @@ async def append_fresh(
     ]
     db.announce([session_id], [session_id] if row["notified"] else [])
     return AppendResult(stored, bool(row["has_pending"]))
+
+
+def _statement(db: Database, *, lanes: bool, wakes: bool) -> Positional:
+    """The shape of ``append_fresh`` that runs only what the batch needs."""
+    statements = db.statements
+    if wakes and lanes:
+        return statements.positional("append_fresh")
+    if wakes:
+        return statements.positional("append_wakes")
+    if lanes:
+        return statements.positional("append_lanes")
+    return statements.positional("append_events")
 
 
 async def append(tx: Tx, args: AppendArgs, wake: Sequence[Consumer]) -> Finish[AppendResult]:

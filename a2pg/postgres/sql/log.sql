@@ -285,21 +285,27 @@ select s.session_id,
                 where c.ready_at = coalesce(%(now)s::timestamptz, pg_catalog.now())
                   and c.session_id = s.session_id);
 
--- name: append_fresh
--- A whole append in one autocommit statement (log.append_fresh; the other shapes take
--- log.append's transaction): the upsert creates, locks and moves the session row first
--- (every other part reads its row), the clock is read under that lock, then the events,
--- their event and lane cursors and the log wakes are written, NOTIFY is sent when any
--- head became claimable, and has_pending is answered from what this statement wrote and
--- what it saw. The statement's snapshot is taken before the session lock, so the log
--- wakes (which read earlier events) are only right if the snapshot holds every event
--- below this batch: if another append committed meanwhile (`stale`), the statement fails
--- with the marker below and the caller takes the transaction instead, as it does when a
+-- fragment: append_events_written
+-- An append in one autocommit statement (log.append_fresh; the other shapes take
+-- log.append's transaction), one statement per shape of batch so that each runs only
+-- the parts it needs: append_events (event targets or none), append_lanes (lane
+-- targets too), append_wakes (log consumers to wake), append_fresh (both). The upsert
+-- creates, locks and moves the session row first (every other part reads its row), the
+-- clock is read under that lock, then the events, their event and lane cursors and the
+-- log wakes are written, NOTIFY is sent when any head became claimable, and
+-- has_pending is answered from what the statement wrote and what it saw. The
+-- statement's snapshot is taken before the session lock, so the log wakes (which read
+-- earlier events) are only right if the snapshot holds every event below this batch:
+-- if another append committed meanwhile (`stale`), the statement fails with the marker
+-- in append_answer and the caller takes the transaction instead, as it does when a
 -- supplied id is taken (a unique violation) or the session was cleared and ids are
--- supplied (their old events must give them up first: free_stale_ids). No row comes back
--- when `origin` is at or below the clear index (nothing is written). Kept under 4,096
--- bytes once compacted: psycopg parses longer texts again on every call.
-with s as (
+-- supplied (their old events must give them up first: free_stale_ids). No row comes
+-- back when `origin` is at or below the clear index (nothing is written).
+--
+-- The CTEs `s` (the session row, created or locked, its head moved), `t` (its old
+-- head `base`, clear index `ci` and the time read under the lock), `k` (the events),
+-- `inserted`, `g` (the targets) and `event_cursors`.
+s as (
   insert into {schema}.a2_sessions as s (session_id, head, created_at)
   values (%(session_id)s, %(n)s, coalesce(%(now)s::timestamptz, pg_catalog.clock_timestamp()))
   on conflict (session_id) do update set head = s.head + excluded.head
@@ -327,7 +333,10 @@ with s as (
     from t, g
    where g.l is null
   returning consumer
-), lane_events as (
+
+-- fragment: append_lanes_written
+-- The CTEs `lane_events` and `lane_heads` (after append_events_written).
+lane_events as (
   insert into {schema}.a2_lane_events (session_id, consumer, lane, idx)
   select t.sid, g.c, g.l, t.base + g.n from t, g where g.l is not null
 ), lane_heads as (
@@ -347,7 +356,11 @@ with s as (
     -- include: no_attempts
   where c.head is null or c.head <= excluded.position
   returning consumer
-), w as (
+
+-- fragment: append_wakes_written
+-- The CTEs `w` (the log consumers to wake), `current`, `o`, `woken` and `log_heads`
+-- (after append_events_written).
+w as (
   select u.c, u.k, u.l, u.b,
          case when u.y is not null then array(select pg_catalog.json_array_elements_text(u.y))
          end as types
@@ -396,11 +409,21 @@ with s as (
     ready_at = case when c.head is null then excluded.ready_at else c.ready_at end
   where c.kind = 'log'
   returning c.consumer, c.head > c.position and c.failed_at is null as pending, c.ready_at
-), fresh as (
-  select consumer, true as ready from event_cursors
-  union all select consumer, true from lane_heads
-  union all select x.consumer, x.ready_at = t.now from t, log_heads x where x.pending
-), notified as (
+
+-- fragment: append_stale
+-- The CTE `stale`: whether an append committed between this statement's snapshot and
+-- its session lock (the snapshot's last event is not the head it locked).
+stale as (
+  select t.base <> coalesce((select pg_catalog.max(e.idx) from {schema}.a2_events e
+                              where e.session_id = t.sid), 0) as stale
+    from t
+)
+
+-- fragment: append_answer
+-- NOTIFY when a head became claimable (`fresh`: the heads written, each `ready` or
+-- not), then the statement's one row: the batch's base index, the clear index, the
+-- time, whether it notified, has_pending, and the marker when it must decline.
+notified as (
   select pg_catalog.pg_notify(%(channel)s, pg_catalog.json_build_object(
            'session_id', t.sid, 'head', t.base + %(n)s)::text)
     from t
@@ -412,9 +435,62 @@ select t.base, t.ci, t.now, (select pg_catalog.count(*) from notified) as notifi
                   and (t.names is null or c.consumer = any(t.names)))
        or exists (select from fresh f where t.names is null or f.consumer = any(t.names))
        as has_pending,
-       (case when t.ci > 0 and %(supplied)s
-               or exists (select from w) and t.base <> coalesce(
-                    (select pg_catalog.max(e.idx) from {schema}.a2_events e
-                      where e.session_id = t.sid), 0)
+       (case when t.ci > 0 and %(supplied)s or (select stale from stale)
              then 'a2pg: an append must take the transaction' end)::int as retry
-  from t;
+  from t
+
+-- name: append_events
+with
+-- include: append_events_written
+), fresh as (
+  select consumer, true as ready from event_cursors
+), stale as (
+  select false as stale
+),
+-- include: append_answer
+;
+
+-- name: append_lanes
+with
+-- include: append_events_written
+),
+-- include: append_lanes_written
+), fresh as (
+  select consumer, true as ready from event_cursors
+  union all select consumer, true from lane_heads
+), stale as (
+  select false as stale
+),
+-- include: append_answer
+;
+
+-- name: append_wakes
+with
+-- include: append_events_written
+),
+-- include: append_wakes_written
+), fresh as (
+  select consumer, true as ready from event_cursors
+  union all select x.consumer, x.ready_at = t.now from t, log_heads x where x.pending
+),
+-- include: append_stale
+,
+-- include: append_answer
+;
+
+-- name: append_fresh
+with
+-- include: append_events_written
+),
+-- include: append_lanes_written
+),
+-- include: append_wakes_written
+), fresh as (
+  select consumer, true as ready from event_cursors
+  union all select consumer, true from lane_heads
+  union all select x.consumer, x.ready_at = t.now from t, log_heads x where x.pending
+),
+-- include: append_stale
+,
+-- include: append_answer
+;
