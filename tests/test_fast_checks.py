@@ -9,20 +9,27 @@ of every operation on every backend; these check the fast paths themselves.
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
 import enum
+import functools
 import math
+from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from a2pg import A2Error, AttemptRef, NewEvent, Target
-from a2pg.contract import DEFAULT_LIMITS, Limits
+from a2pg import A2Error, AttemptRef, Completion, Consumer, LogSpec, NewEvent, Target
+from a2pg.contract import DEFAULT_LIMITS, Limits, args
 from a2pg.contract import values as checks
 from a2pg.contract.args import check_append
 from a2pg.contract.budget import CallBudget
+from a2pg.contract.limits import MAX_ATTEMPT, MAX_INDEX
 
+from .conformance import hostile_inputs as hostile
 from .conformance.hostile_inputs import JSONS, LIMITS, WIDE, small_json
 
 
@@ -184,3 +191,231 @@ def test_subclassed_names_and_events_are_normalised_as_before() -> None:
     [target] = checked.event.targets
     assert type(target) is Target and target == Target("c")
     assert checked.payload_json == "[1]"
+
+
+# -- the completion and claim checks ----------------------------------------------------
+
+
+def _checked(call: Any) -> tuple[Any, ...]:
+    """What a check answers, with the types of what it returns (a ``str`` subclass equals
+    its text, a list of no events is not a tuple of none)."""
+    try:
+        result = call()
+    except A2Error as error:
+        return ("refused", error.code, error.message)
+    return ("ok", _shape(result))
+
+
+def _shape(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return (type(value), tuple(_shape(item) for item in value))
+    if isinstance(value, args.CompletionArgs | args.ClaimAnyArgs | args.CompleteAndClaimArgs):
+        return (type(value), *(_shape(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    if isinstance(value, Completion | Consumer):
+        return (type(value), *(_shape(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    return (type(value), value)
+
+
+@contextlib.contextmanager
+def _long_way() -> Iterator[None]:
+    """The checks with their fast paths off: every argument checked field by field."""
+    with (
+        mock.patch.object(args, "_plain_completion", lambda *a: None),
+        mock.patch.object(args, "_plain_claim_any", lambda *a: None),
+    ):
+        yield
+
+
+def _both_ways(check: Any, *given: Any, **options: Any) -> tuple[tuple[Any, ...], ...]:
+    """``check(*given, **options)`` answered with its fast paths, then the long way."""
+    fast = _checked(functools.partial(check, *given, **options))
+    with _long_way():
+        return fast, _checked(functools.partial(check, *given, **options))
+
+
+class Index(enum.IntEnum):
+    ONE = 1
+
+
+COMPLETION_EDGES: list[Any] = [
+    Completion("s", "c", None, 1, 1),
+    Completion("s", "c", "lane", 1, 1, []),
+    Completion("s", "c", None, 1, 1, [], []),
+    Completion("s", "c", None, 1, 1, (), [Consumer("c")]),
+    Completion("s", "c", None, 1, 1, [NewEvent("t", id="r1")]),
+    Completion("s", "c", None, 1, 1, (NewEvent("t", id="r1"), NewEvent("t", id="r1"))),
+    Completion("s", "c", None, 1, 1, [NewEvent("t")]),
+    Completion("s", "c", None, 1, 1, iter(())),  # type: ignore[arg-type]
+    Completion("s", "c", None, 1, 1, None),  # type: ignore[arg-type]
+    Completion("s", "c", None, 1, 1, "ab"),  # type: ignore[arg-type]
+    Completion(Name("s"), "c", None, 1, 1),
+    Completion("s", Name("c"), Name("l"), 1, 1),
+    Completion("s", "c", None, Index.ONE, 1),
+    Completion("s", "c", None, 1, True),
+    Completion("s", "c", None, 1.0, 1),  # type: ignore[arg-type]
+    Completion("s", "c", None, 0, 1),
+    Completion("s", "c", None, MAX_INDEX, MAX_ATTEMPT),
+    Completion("s", "c", None, MAX_INDEX + 1, 1),
+    Completion("s", "c", None, 1, MAX_ATTEMPT + 1),
+    Completion("", "c", None, 1, 1),
+    Completion("s", "", None, 1, 1),
+    Completion("s", "c", "", 1, 1),
+    Completion("s\x00", "c", None, 1, 1),
+    Completion("s", "c\ud800", None, 1, 1),
+    Completion("s", "c", "l\x00", 1, 1),
+    Completion("s" * DEFAULT_LIMITS.max_session_id_length, "c", None, 1, 1),
+    Completion("s" * (DEFAULT_LIMITS.max_session_id_length + 1), "c", None, 1, 1),
+    Completion("s", "é" * (DEFAULT_LIMITS.max_name_bytes // 2), None, 1, 1),
+    Completion("s", "é" * (DEFAULT_LIMITS.max_name_bytes // 2 + 1), None, 1, 1),
+    Completion("s", "c", WIDE * (DEFAULT_LIMITS.max_name_bytes // 4 + 1), 1, 1),
+    Completion(1, "c", None, 1, 1),  # type: ignore[arg-type]
+    Completion("s", None, None, 1, 1),  # type: ignore[arg-type]
+    Completion("s", "c", 1, 1, 1),  # type: ignore[arg-type]
+    None,
+    ("s", "c", None, 1, 1),
+]
+
+
+class Later(Completion):
+    pass
+
+
+COMPLETION_EDGES.append(Later("s", "c", None, 1, 1))
+
+
+@pytest.mark.parametrize("limits", [DEFAULT_LIMITS, LIMITS], ids=["default", "small"])
+@pytest.mark.parametrize(
+    "completion", COMPLETION_EDGES, ids=[f"edge-{n}" for n in range(len(COMPLETION_EDGES))]
+)
+def test_each_edge_completion_is_checked_as_the_long_way_does(
+    completion: Any, limits: Limits
+) -> None:
+    for listed in ([completion], [Completion("t", "c", None, 2, 1), completion]):
+        fast, long = _both_ways(args.check_complete_attempts, listed, limits=limits)
+        assert fast == long
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(st.one_of(hostile.completion, st.sampled_from(COMPLETION_EDGES)), max_size=5),
+    st.sampled_from([LIMITS, DEFAULT_LIMITS]),
+)
+def test_complete_attempts_answers_as_the_long_way(completions: Any, limits: Limits) -> None:
+    fast, long = _both_ways(args.check_complete_attempts, completions, limits=limits)
+    assert fast == long
+
+
+def _claim(options: dict[str, Any]) -> dict[str, Any]:
+    return {key: None if value is hostile.OMIT else value for key, value in options.items()}
+
+
+CLAIM_EDGES: list[dict[str, Any]] = [
+    {"holder": "w", "ttl": 30.0, "consumers": None, "limit": 10, "max_failures": None},
+    {"holder": "w", "ttl": 30.0, "consumers": [Consumer("c")], "limit": 10, "max_failures": 5},
+    {
+        "holder": "w",
+        "ttl": 30.0,
+        "consumers": (Consumer("c"), Consumer("d")),
+        "limit": 1,
+        "max_failures": MAX_ATTEMPT,
+    },
+    {
+        "holder": "w",
+        "ttl": 30.0,
+        "consumers": [Consumer("c"), Consumer("c")],
+        "limit": 10,
+        "max_failures": 5,
+    },
+    {
+        "holder": "w",
+        "ttl": 30.0,
+        "consumers": [Consumer("c", LogSpec())],
+        "limit": 10,
+        "max_failures": 5,
+    },
+    {
+        "holder": "w",
+        "ttl": 30.0,
+        "consumers": [Consumer(Name("c"))],
+        "limit": 10,
+        "max_failures": 5,
+    },
+    {"holder": "w", "ttl": 30.0, "consumers": [Consumer("")], "limit": 10, "max_failures": 5},
+    {"holder": "w", "ttl": 30.0, "consumers": [], "limit": 10, "max_failures": 5},
+    {"holder": "w", "ttl": 30.0, "consumers": "c", "limit": 10, "max_failures": 5},
+    {
+        "holder": "w",
+        "ttl": 30.0,
+        "consumers": [Consumer("c")] * 2000,
+        "limit": 10,
+        "max_failures": 5,
+    },
+    {"holder": "w", "ttl": 30, "consumers": None, "limit": 10, "max_failures": None},
+    {"holder": "w", "ttl": math.nan, "consumers": None, "limit": 10, "max_failures": None},
+    {"holder": "w", "ttl": 0.0, "consumers": None, "limit": 10, "max_failures": None},
+    {"holder": "w", "ttl": 1e300, "consumers": None, "limit": 10, "max_failures": None},
+    {"holder": "w", "ttl": 30.0, "consumers": None, "limit": True, "max_failures": None},
+    {"holder": "w", "ttl": 30.0, "consumers": None, "limit": 0, "max_failures": None},
+    {"holder": "w", "ttl": 30.0, "consumers": None, "limit": 10**6, "max_failures": None},
+    {"holder": "w", "ttl": 30.0, "consumers": None, "limit": 10, "max_failures": 0},
+    {"holder": "w", "ttl": 30.0, "consumers": None, "limit": 10, "max_failures": Index.ONE},
+    {"holder": "", "ttl": 30.0, "consumers": None, "limit": 10, "max_failures": None},
+    {"holder": Name("w"), "ttl": 30.0, "consumers": None, "limit": 10, "max_failures": None},
+    {"holder": "w\x00", "ttl": 30.0, "consumers": None, "limit": 10, "max_failures": None},
+    {"holder": None, "ttl": 30.0, "consumers": None, "limit": 10, "max_failures": None},
+]
+
+
+@pytest.mark.parametrize("limits", [DEFAULT_LIMITS, LIMITS], ids=["default", "small"])
+@pytest.mark.parametrize("options", CLAIM_EDGES, ids=[f"edge-{n}" for n in range(len(CLAIM_EDGES))])
+def test_each_edge_claim_is_checked_as_the_long_way_does(
+    options: dict[str, Any], limits: Limits
+) -> None:
+    fast, long = _both_ways(args.check_claim_any, **options, limits=limits)
+    assert fast == long
+    completions = [Completion("s", "c", None, 1, 1)]
+    fast, long = _both_ways(args.check_complete_and_claim, completions, **options, limits=limits)
+    assert fast == long
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(hostile.completion, max_size=3),
+    st.fixed_dictionaries(
+        {
+            "holder": hostile.holder,
+            "ttl": hostile.seconds,
+            "consumers": hostile.consumers,
+            "limit": hostile.count,
+            "max_failures": st.one_of(st.none(), hostile.count),
+        }
+    ),
+    st.sampled_from([LIMITS, DEFAULT_LIMITS]),
+)
+def test_complete_and_claim_answers_as_the_long_way(
+    completions: Any, options: dict[str, Any], limits: Limits
+) -> None:
+    claim = _claim(options)
+    fast, long = _both_ways(args.check_complete_and_claim, completions, **claim, limits=limits)
+    assert fast == long
+
+
+def test_a_workers_own_completions_and_claim_take_the_fast_paths() -> None:
+    """The worker's completions (no events: an empty tuple) and claim pass as they are."""
+    completion = Completion("s", "c", "lane", 3, 2)
+    consumers = [Consumer("c"), Consumer("d")]
+    checked = args.check_complete_and_claim(
+        [completion],
+        holder="host:1:abc",
+        ttl=30.0,
+        consumers=consumers,
+        limit=10,
+        max_failures=5,
+        limits=DEFAULT_LIMITS,
+    )
+    [one] = checked.completions
+    assert one.completion is completion and one.events == []
+    assert checked.claim == args.ClaimAnyArgs("host:1:abc", 30.0, consumers, 10, 5)
+    assert checked.claim.consumers is not consumers  # a list of its own, of the same values
+    assert args._completion_args is not args.CompletionArgs  # built without its __init__
+    assert args._completion_args(completion, []) == args.CompletionArgs(completion, [])

@@ -8,7 +8,7 @@ encoded twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
@@ -52,9 +52,11 @@ from .scalars import (
     check_session_id,
     check_time,
     items,
+    plain_text,
 )
 from .values import (
     CheckedEvent,
+    _slot_setters,
     check_attempt_ref,
     check_attempt_refs,
     check_claim_ref,
@@ -258,12 +260,65 @@ def check_claim_any(
     max_failures: object,
     limits: Limits,
 ) -> ClaimAnyArgs:
+    plain = _plain_claim_any(holder, ttl, consumers, limit, max_failures, limits)
+    if plain is not None:
+        return plain
     checked_holder = check_holder(holder, limits)
     seconds = check_seconds(ttl, "ttl", limits)
     served = check_consumers(consumers, limits, CallBudget(limits))
     count = check_count(limit, "limit", maximum=limits.max_claim_limit, setting="max_claim_limit")
     failures = None if max_failures is None else check_max_failures(max_failures)
     return ClaimAnyArgs(checked_holder, seconds, served, count, failures)
+
+
+def _plain_claim_any(
+    holder: object,
+    ttl: object,
+    consumers: object,
+    limit: object,
+    max_failures: object,
+    limits: Limits,
+) -> ClaimAnyArgs | None:
+    """``check_claim_any``'s result when every argument is already as checked (a worker's
+    own: an exact ``float`` ttl, exact ``int`` counts in range, a plain holder and
+    ``_plain_consumers``), without building an error on the way; else None, and the long
+    way says why (or normalises)."""
+    if not (
+        type(ttl) is float
+        and 0 < ttl <= limits.max_seconds
+        and type(limit) is int
+        and 1 <= limit <= limits.max_claim_limit
+        and (
+            max_failures is None or (type(max_failures) is int and 1 <= max_failures <= MAX_ATTEMPT)
+        )
+        and plain_text(holder, limits.max_name_length, limits.max_name_bytes)
+    ):
+        return None
+    served = None if consumers is None else _plain_consumers(consumers, limits)
+    if served is None and consumers is not None:
+        return None
+    return ClaimAnyArgs(cast(str, holder), ttl, served, limit, max_failures)
+
+
+def _plain_consumers(consumers: object, limits: Limits) -> list[Consumer] | None:
+    """``check_consumers``' list when ``consumers`` is a list or tuple of distinct exact
+    ``Consumer`` that are targeted (no log spec) and named within the limits: those
+    themselves (frozen, and as checked); else None (``None`` too: the long way says)."""
+    kind = type(consumers)
+    if not (kind is list or kind is tuple):
+        return None
+    listed = cast(Sequence[object], consumers)
+    if len(listed) > limits.max_consumers:
+        return None
+    names: set[str] = set()
+    for consumer in listed:
+        if type(consumer) is not Consumer or consumer.log is not None:
+            return None
+        name = consumer.name
+        if name in names or not plain_text(name, limits.max_name_length, limits.max_name_bytes):
+            return None
+        names.add(name)
+    return cast(list[Consumer], list(listed))
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +381,10 @@ def check_complete_attempts(completions: object, *, limits: Limits) -> list[Comp
     budget = CallBudget(limits)
     checked = []
     for completion in listed:
+        plain = _plain_completion(completion, limits, budget)
+        if plain is not None:
+            checked.append(plain)
+            continue
         if not isinstance(completion, Completion):
             raise invalid(f"completions must hold Completion, not {type_name(completion)}")
         sid = check_session_id(completion.session_id, limits)
@@ -346,6 +405,65 @@ def check_complete_attempts(completions: object, *, limits: Limits) -> list[Comp
         )
         checked.append(CompletionArgs(normalised, events))
     return checked
+
+
+def _make_completion_args() -> Callable[[Completion, list[CheckedEvent]], CompletionArgs]:
+    """``CompletionArgs(completion, events)``, built by setting its slots as ``values``
+    builds checked events (one per completion of a worker's every cycle)."""
+    setters = _slot_setters(CompletionArgs, ("completion", "events"))
+    if not setters:
+        return CompletionArgs
+    set_completion, set_events = setters
+    new = object.__new__
+
+    def completion_args(completion: Completion, events: list[CheckedEvent]) -> CompletionArgs:
+        made = new(CompletionArgs)
+        set_completion(made, completion)
+        set_events(made, events)
+        return made
+
+    return completion_args
+
+
+_completion_args = _make_completion_args()
+
+
+def _plain_completion(
+    completion: object, limits: Limits, budget: CallBudget
+) -> CompletionArgs | None:
+    """``check_complete_attempts``' result for one completion when its fields need no
+    normalising (an exact ``Completion`` of exact ``str`` names within the limits, exact
+    ``int`` index and attempt in range, no ``consumers``), without building an error on
+    the way; else None, and the long way says why (or normalises).
+
+    Its events are checked as the long way checks them (``check_events``, against the same
+    ``budget``); none returned, the common case, costs no check at all: the long way
+    spends nothing on an empty tuple or list either."""
+    if type(completion) is not Completion or completion.consumers is not None:
+        return None
+    session_id, consumer, lane = completion.session_id, completion.consumer, completion.lane
+    index, attempt = completion.index, completion.attempt
+    if not (
+        type(index) is int
+        and 1 <= index <= MAX_INDEX
+        and type(attempt) is int
+        and 1 <= attempt <= MAX_ATTEMPT
+        and plain_text(session_id, limits.max_session_id_length, limits.max_session_id_bytes)
+        and plain_text(consumer, limits.max_name_length, limits.max_name_bytes)
+        and (lane is None or plain_text(lane, limits.max_name_length, limits.max_name_bytes))
+    ):
+        return None
+    given = completion.events
+    kind = type(given)
+    if (kind is tuple or kind is list) and not given:
+        if kind is tuple:
+            return _completion_args(completion, [])
+        return _completion_args(Completion(session_id, consumer, lane, index, attempt, ()), [])
+    events = check_events(given, limits, budget, need_ids=True)
+    normalised = Completion(
+        session_id, consumer, lane, index, attempt, tuple(item.event for item in events), None
+    )
+    return CompletionArgs(normalised, events)
 
 
 @dataclass(frozen=True, slots=True)

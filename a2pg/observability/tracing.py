@@ -92,6 +92,12 @@ class WorkerTracing(WorkerHooks):
                     description = f"{outcome}: {error!r}" if error is not None else outcome
                     span.set_status(Status(StatusCode.ERROR, description))
 
+    def watches_attempts(self) -> bool:
+        return self._configured()
+
+    def watches_store_calls(self) -> bool:
+        return self._configured()
+
     @contextlib.contextmanager
     def store_call(self, op: str) -> Iterator[None]:
         if not self._configured():

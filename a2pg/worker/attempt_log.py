@@ -65,6 +65,9 @@ class AttemptLog(WorkerHooks):
                 extra={**fields(head), "outcome": outcome, "duration": round(duration, 6)},
             )
 
+    def watches_attempts(self) -> bool:
+        return log.isEnabledFor(logging.DEBUG)
+
     def dead_lettered_on_claim(self, head: Head) -> None:
         if log.isEnabledFor(logging.DEBUG):
             log.debug(

@@ -7,7 +7,9 @@ import contextlib
 import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from types import TracebackType
 
 from ..errors import A2Error
 from .hooks import WorkerHooks
@@ -56,9 +58,16 @@ class StoreHealth:
     def _now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
 
-    @contextlib.asynccontextmanager
-    async def call(self, what: str) -> AsyncIterator[None]:
+    def call(self, what: str) -> AbstractAsyncContextManager[None]:
         """Wraps one store call: its failure or success updates the health."""
+        if self._hooks.watches_store_calls():
+            return self._watched(what)
+        return _Unwatched(self, what)
+
+    @contextlib.asynccontextmanager
+    async def _watched(self, what: str) -> AsyncIterator[None]:
+        """``call`` inside ``hooks.store_call``: an exception the hook raises or swallows
+        is what the call did."""
         key = next(self._ids)
         self._calls[key] = _Call(what, self._now())
         try:
@@ -116,6 +125,38 @@ class StoreHealth:
         self._last_said = now
         self.reports += 1
         log.warning("%s", text)
+
+
+class _Unwatched:
+    """``StoreHealth.call`` when no hook watches store calls: ``_watched`` without the hook,
+    and without a generator."""
+
+    __slots__ = ("_health", "_key", "_what")
+
+    def __init__(self, health: StoreHealth, what: str) -> None:
+        self._health = health
+        self._what = what
+        self._key = -1
+
+    async def __aenter__(self) -> None:
+        health = self._health
+        key = self._key = next(health._ids)
+        health._calls[key] = _Call(self._what, health._now())
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        health = self._health
+        try:
+            if exc is None or isinstance(exc, A2Error):  # an A2Error is the store's answer
+                health.succeeded()
+            elif isinstance(exc, Exception):
+                health.failed(self._what, exc)
+        finally:
+            del health._calls[self._key]
 
 
 def describe(error: BaseException) -> str:

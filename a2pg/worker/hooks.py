@@ -52,6 +52,13 @@ class WorkerHooks:
         was cancelled outright: treat as ``abandoned``), ``attempt.error`` what failed."""
         yield
 
+    def watches_attempts(self) -> bool:
+        """Whether ``attempt()`` would do anything for an attempt starting now; when not,
+        the worker runs the attempt without it. True for any class that overrides
+        ``attempt`` and not this; override it to say False when idle (logging disabled,
+        no tracer provider...)."""
+        return type(self).attempt is not WorkerHooks.attempt
+
     def dead_lettered_on_claim(self, head: Head) -> None:
         """A claim found ``head``'s leases lapsed ``max_failures`` times and dead-lettered it."""
 
@@ -60,6 +67,11 @@ class WorkerHooks:
         """Wraps one store call (``claim_any``, ``complete_attempts``...); an exception
         leaving it is the call's failure (an ``A2Error`` is the store's answer)."""
         yield
+
+    def watches_store_calls(self) -> bool:
+        """Whether ``store_call()`` would do anything for a call starting now (see
+        ``watches_attempts``)."""
+        return type(self).store_call is not WorkerHooks.store_call
 
     def claimed(self, heads: int, limit: int) -> None:
         """One claim returned ``heads`` heads of at most ``limit``."""
@@ -101,6 +113,9 @@ class HookSet(WorkerHooks):
                 stack.enter_context(hook.attempt(attempt))
             yield
 
+    def watches_attempts(self) -> bool:
+        return any(hook.watches_attempts() for hook in self.hooks)
+
     def dead_lettered_on_claim(self, head: Head) -> None:
         for hook in self.hooks:
             hook.dead_lettered_on_claim(head)
@@ -111,6 +126,9 @@ class HookSet(WorkerHooks):
             for hook in self.hooks:
                 stack.enter_context(hook.store_call(op))
             yield
+
+    def watches_store_calls(self) -> bool:
+        return any(hook.watches_store_calls() for hook in self.hooks)
 
     def claimed(self, heads: int, limit: int) -> None:
         for hook in self.hooks:
@@ -205,6 +223,13 @@ class Guarded(WorkerHooks):
         with self._wrap("attempt", lambda: self.hook.attempt(attempt)):
             yield
 
+    def watches_attempts(self) -> bool:
+        try:
+            return bool(self.hook.watches_attempts())
+        except Exception:  # then let its attempt() run, guarded, and say for itself
+            self._failed("watches_attempts")
+            return True
+
     def dead_lettered_on_claim(self, head: Head) -> None:
         self._call("dead_lettered_on_claim", lambda: self.hook.dead_lettered_on_claim(head))
 
@@ -212,6 +237,13 @@ class Guarded(WorkerHooks):
     def store_call(self, op: str) -> Iterator[None]:
         with self._wrap("store_call", lambda: self.hook.store_call(op)):
             yield
+
+    def watches_store_calls(self) -> bool:
+        try:
+            return bool(self.hook.watches_store_calls())
+        except Exception:
+            self._failed("watches_store_calls")
+            return True
 
     def claimed(self, heads: int, limit: int) -> None:
         self._call("claimed", lambda: self.hook.claimed(heads, limit))

@@ -401,8 +401,7 @@ class Worker:
                         self._claims_paused = False
                     continue
                 self.hooks.claimed(len(heads), limit)
-                for head in heads:
-                    self._begin(head)
+                self._begin(heads)
                 if len(heads) >= limit:
                     continue
                 # A wake during the claim (an attempt finished, a notification) may
@@ -466,11 +465,11 @@ class Worker:
         running = 0 if self._runner is None else self._runner.running
         return min(self.concurrency - running, 2 * self.concurrency - len(self._inflight))
 
-    def _begin(self, head: Head) -> None:
+    def _begin(self, heads: list[Head]) -> None:
         assert self._runner is not None
-        attempt = self._runner.begin(head, on_done=self._finish)
-        if attempt is not None:
-            self._inflight[attempt.key] = attempt
+        inflight = self._inflight
+        for attempt in self._runner.begin(heads, on_done=self._finish):
+            inflight[attempt.key] = attempt
 
     def _handler_done(self) -> None:
         self._slot.set()
@@ -607,6 +606,14 @@ async def serve(store: Store, app: App, **options: Any) -> WorkerStats:
 async def _wait_any(*events: asyncio.Event, within: float | None = None) -> None:
     """Returns when one of ``events`` is set or ``within`` seconds pass."""
     if any(event.is_set() for event in events):
+        return
+    if len(events) == 1:  # the claim loop's every cycle: no task, no asyncio.wait
+        if within is None:
+            await events[0].wait()
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                await events[0].wait()
         return
     waiters = [asyncio.ensure_future(event.wait()) for event in events]
     try:
