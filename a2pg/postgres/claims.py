@@ -72,29 +72,42 @@ async def claim_available(tx: Tx, args: ClaimArgs, wake: Sequence[Consumer]) -> 
 
 
 async def claim_any(db: Database, args: ClaimAnyArgs) -> list[Head]:
-    """The oldest ready heads of every session: one autocommit statement, SKIP LOCKED.
+    """The oldest ready heads of every session: the worker cycle's one autocommit
+    statement (``complete_and_claim``) with nothing completed, SKIP LOCKED.
 
     Its LIMIT is a literal, one statement text per limit: a bound LIMIT would let a
     generic plan (psycopg prepares a statement after a few runs) leave the ready_at
-    index for a scan of every ready head. No other parameter shapes the plan (the
-    ready_at bound comes from an InitPlan, unknown at planning even in a custom
-    plan), so the prepared, generic plan is the custom one; a test forces a generic
-    plan and checks the index range scan.
+    index for a scan of every ready head. The completions' JSON documents, empty here,
+    keep the custom plans no cheaper than the generic one, so PostgreSQL plans the
+    prepared statement once; a test forces a generic plan and checks the range scan.
     """
-    statement = db.query("claim_any", limit=args.limit)
-    rows = await db.run(statement, claim_any_params(args, db.now_param()), idempotent=False)
+    statement = db.statements.positional("complete_and_claim", limit=args.limit)
+    rows = await db.write_one(statement, cycle_params(args, db.now_param()), idempotent=False)
+    assert rows is not None  # nothing declines a claim alone
     return [codec.head(row) for row in rows]
 
 
 async def queue_claim_any(tx: Tx, args: ClaimAnyArgs) -> AsyncCursor[DictRow]:
     """``claim_any``'s statement queued in a write transaction (``complete_and_claim``): it
     sees the transaction's own writes, so it may take heads they just made ready."""
-    statement = tx.query("claim_any", limit=args.limit)
-    return await tx.execute(statement, claim_any_params(args, tx.now_param()))
+    statement = tx.statements.positional("complete_and_claim", limit=args.limit)
+    return await tx.execute_positional(statement, cycle_params(args, tx.now_param()))
 
 
-def claim_any_params(args: ClaimAnyArgs, now: datetime | None) -> dict[str, object]:
+def cycle_params(
+    args: ClaimAnyArgs,
+    now: datetime | None,
+    *,
+    done: str = "[]",
+    refresh: str = "[]",
+    count: int = 0,
+) -> dict[str, object]:
+    """The parameters of ``complete_and_claim``: the claim's, and the completions as JSON
+    documents (none by default: ``claim_any``)."""
     return {
+        "done": done,
+        "refresh": refresh,
+        "count": count,
         "now": now,
         "holder": args.holder,
         "ttl": timedelta(seconds=args.ttl),

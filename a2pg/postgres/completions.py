@@ -51,7 +51,7 @@ from ..models import (
     Superseded,
 )
 from . import codec
-from .claims import claim_any_params, queue_claim_any
+from .claims import cycle_params, queue_claim_any
 from .database import Database, Finish, Tx, finished
 from .log import has_pending, pending_flag
 from .writes import WritePlan, columns, push
@@ -489,12 +489,13 @@ async def complete_and_claim_one(
         f'"cursor_key":{codec.quoted(key)},"types":{"null" if types is None else types}}}'
         for (session_id, consumer, key), types in refresh.items()
     ]
-    params = {
-        "done": f"[{','.join(done)}]",
-        "refresh": f"[{','.join(refreshes)}]",
-        "count": len(items),
-        **claim_any_params(claim, db.now_param()),
-    }
+    params = cycle_params(
+        claim,
+        db.now_param(),
+        done=f"[{','.join(done)}]",
+        refresh=f"[{','.join(refreshes)}]",
+        count=len(items),
+    )
     statement = db.statements.positional("complete_and_claim", limit=claim.limit)
     rows = await db.write_one(statement, params, idempotent=False, declined=missed_fence)
     if rows is None:

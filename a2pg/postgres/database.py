@@ -54,6 +54,16 @@ async def execute(
     return cur
 
 
+async def execute_positional(
+    conn: Conn, statement: Positional, params: Params
+) -> AsyncCursor[DictRow]:
+    """Runs a ``Positional`` statement on a raw cursor: sent as it is, with no placeholder
+    parse (queued when the connection is pipelined)."""
+    cur: AsyncRawCursor[DictRow] = AsyncRawCursor(conn, row_factory=dict_row)
+    await cur.execute(statement.text, statement.values(params))
+    return cur
+
+
 def finished(value: T) -> Finish[T]:
     """A finisher for a value already known before the commit."""
 
@@ -140,6 +150,11 @@ class Tx:
         self, statement: Statement, params: Params | None = None
     ) -> AsyncCursor[DictRow]:
         return await execute(self.conn, statement, params)
+
+    async def execute_positional(
+        self, statement: Positional, params: Params
+    ) -> AsyncCursor[DictRow]:
+        return await execute_positional(self.conn, statement, params)
 
     def now_param(self) -> datetime | None:
         """The injected clock's time, or None: SQL then takes the server's."""
@@ -243,7 +258,7 @@ class Database:
         params: Params,
         *,
         idempotent: bool,
-        declined: Callable[[psycopg.Error], bool],
+        declined: Callable[[psycopg.Error], bool] | None = None,
     ) -> list[DictRow] | None:
         """One writing statement on an autocommit connection (retried when transient): its
         rows, or None when it failed with an error ``declined`` recognises (nothing was
@@ -251,11 +266,10 @@ class Database:
 
         async def run() -> list[DictRow] | None:
             async with self.connection() as conn:
-                cur = AsyncRawCursor(conn, row_factory=dict_row)
                 try:
-                    await cur.execute(statement.text, statement.values(params))
+                    cur = await execute_positional(conn, statement, params)
                 except psycopg.Error as exc:
-                    if declined(exc):
+                    if declined is not None and declined(exc):
                         return None
                     raise
                 return await cur.fetchall()

@@ -30,7 +30,7 @@ def _templates() -> dict[str, LiteralString]:
 
 
 def template(name: str) -> LiteralString:
-    """The text of statement ``name`` as written: ``{schema}`` (and claim_any's
+    """The text of statement ``name`` as written: ``{schema}`` (and the claim's
     ``{limit}``) not yet filled in. ``Statements.query`` is what runs."""
     templates = _templates()
     if name not in templates:
@@ -43,8 +43,8 @@ def names() -> frozenset[str]:
     return frozenset(_templates())
 
 
-LIMITED = frozenset({"claim_any", "complete_and_claim"})
-"""The statements with a literal ``{limit}`` (claim_any's): a text per limit (see ``query``)."""
+LIMITED = frozenset({"complete_and_claim"})
+"""The statements with a literal ``{limit}`` (the claim's): a text per limit (see ``query``)."""
 
 LIMITED_TEXTS = 64
 """Rendered texts kept per schema and limited statement (one per limit a worker asks for)."""
@@ -74,7 +74,7 @@ def compact(text: LiteralString) -> LiteralString:
 
 
 def render(text: LiteralString, schema: str, limit: int | None = None) -> bytes:
-    """``text`` with its schema (quoted as an identifier) and, for claim_any, its limit,
+    """``text`` with its schema (quoted as an identifier) and, for the claim, its limit,
     compacted (``compact``)."""
     values: dict[str, sql.Composable] = {"schema": sql.Identifier(schema)}
     if limit is not None:
@@ -93,9 +93,12 @@ class Positional:
 
     text: bytes
     names: tuple[str, ...]
+    statement: str = ""
+    """The name of the statement it is (``Statements.positional`` says)."""
+    limit: int | None = None
 
     @classmethod
-    def of(cls, rendered: bytes) -> Positional:
+    def of(cls, rendered: bytes, statement: str = "", limit: int | None = None) -> Positional:
         names: dict[str, int] = {}
 
         def number(match: re.Match[bytes]) -> bytes:
@@ -104,7 +107,7 @@ class Positional:
 
         if b"%%" in rendered:
             raise ValueError("a positional statement holds no escaped %")
-        return cls(_PLACEHOLDER.sub(number, rendered), tuple(names))
+        return cls(_PLACEHOLDER.sub(number, rendered), tuple(names), statement, limit)
 
     def values(self, params: Mapping[str, Any]) -> list[Any]:
         """``params`` in placeholder order."""
@@ -127,7 +130,7 @@ class Statements:
     def query(self, name: str, *, limit: int | None = None) -> bytes:
         """The statement called ``name``, ready to execute (placeholders ``%(param)s``).
 
-        ``claim_any`` (and ``complete_and_claim``, which ends with it) takes its LIMIT as a
+        ``complete_and_claim`` (which is also ``claim_any``) takes its LIMIT as a
         literal, so PostgreSQL plans for that size: one text per limit, rendered once,
         whose prepared plan is the plan for that limit.
         """
@@ -148,7 +151,7 @@ class Statements:
         key = (name, limit)
         found = self._positional.get(key)
         if found is None:
-            found = Positional.of(self.query(name, limit=limit))
+            found = Positional.of(self.query(name, limit=limit), name, limit)
             if len(self._positional) < LIMITED_TEXTS * 4:
                 self._positional[key] = found
         return found

@@ -7,7 +7,6 @@ parameters, then lets it run.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -15,11 +14,11 @@ from typing import Any, LiteralString, cast
 
 import psycopg
 import pytest
-from psycopg import AsyncConnection, AsyncCursor, sql
+from psycopg import AsyncConnection, AsyncCursor, AsyncRawCursor, sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 
-from a2pg.models import Consumer, LogSpec, NewEvent, StoredEvent
+from a2pg.models import Completion, Consumer, LogSpec, NewEvent, StoredEvent
 from a2pg.postgres import PostgresStore, database, log, queries
 from a2pg.testing import DatabaseTemplate, drop_database
 
@@ -116,6 +115,7 @@ class PlanSpy:
 
     def __init__(self) -> None:
         self.seen: list[Explained] = []
+        self.positional: list[queries.Positional] = []
         public = queries.statements("public")
         self._names = {
             public.query(name).decode(): name
@@ -124,7 +124,20 @@ class PlanSpy:
         }
 
     def name_of(self, text: str) -> str | None:
-        return "claim_any" if claim_limits(text) else self._names.get(text)
+        return self._names.get(text)
+
+    async def execute_positional(
+        self, conn: AsyncConnection[Any], statement: queries.Positional, params: dict[str, Any]
+    ) -> AsyncCursor[DictRow]:
+        explain = b"explain (format json) " + statement.text
+        cur = AsyncRawCursor(conn, row_factory=dict_row)
+        await cur.execute(explain, statement.values(params))
+        row = await cur.fetchone()
+        assert row is not None
+        plan = row["QUERY PLAN"][0]["Plan"]
+        self.seen.append(Explained(statement.statement, statement.text.decode(), params, plan))
+        self.positional.append(statement)
+        return await _real_execute_positional(conn, statement, params)
 
     async def execute(
         self,
@@ -154,16 +167,7 @@ class PlanSpy:
 
 
 _real_execute = database.execute
-
-
-def claim_limits(text: str) -> list[str]:
-    """The literals the claim_any template's ``{limit}`` became in ``text`` (empty: not it)."""
-    marked = sql.SQL(queries.compact(queries.template("claim_any"))).format(
-        schema=sql.Identifier("public"), limit=sql.SQL("{limit}")
-    )
-    parts = marked.as_string(None).split("{limit}")
-    found = re.fullmatch("(.*?)".join(re.escape(part) for part in parts), text, re.DOTALL)
-    return [] if found is None else list(found.groups())
+_real_execute_positional = database.execute_positional
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +187,7 @@ def loaded_dsn(postgres_template: DatabaseTemplate) -> Iterator[str]:
 def spy(monkeypatch: pytest.MonkeyPatch) -> PlanSpy:
     watcher = PlanSpy()
     monkeypatch.setattr(database, "execute", watcher.execute)
+    monkeypatch.setattr(database, "execute_positional", watcher.execute_positional)
     return watcher
 
 
@@ -231,12 +236,26 @@ async def test_claim_any_walks_the_ready_index_with_a_literal_limit(
             holder="w-plans", ttl=30.0, consumers=consumers, limit=limit, max_failures=5
         )
     assert len(heads) == limit  # planned for a real claim of a full batch
-    (claim,) = spy.of("claim_any")
+    (claim,) = spy.of("complete_and_claim")
     assert_no_seq_scan(claim)
     ready = [s for s in scans(claim) if s[2] == "a2_cursors_ready"]
     assert ready and ready[0][0] == "Index Scan", scans(claim)
     # The generic-plan trap (PERF-NOTES): the LIMIT is a literal (see also the next test).
-    assert set(claim_limits(claim.text)) == {str(limit)}
+    (statement,) = spy.positional
+    assert statement.limit == limit and f" limit {limit} " in claim.text
+
+
+async def test_a_worker_cycle_probes_the_rows_it_completes(loaded_dsn: str, spy: PlanSpy) -> None:
+    async with opened(loaded_dsn) as store:
+        heads = await store.claim_any(holder="w-plans", ttl=30.0, consumers=[MAILER], limit=10)
+        done = [
+            Completion(h.event.session_id, h.consumer, h.lane, h.event.index, h.attempt)
+            for h in heads
+        ]
+        await store.complete_and_claim(done, holder="w-plans", ttl=30.0, consumers=[MAILER])
+    cycle = spy.of("complete_and_claim")[-1]
+    assert_no_seq_scan(cycle)
+    assert_indexed(cycle, "a2_cursors")
 
 
 async def test_claim_any_keeps_the_ready_index_even_as_a_generic_plan(
@@ -247,13 +266,12 @@ async def test_claim_any_keeps_the_ready_index_even_as_a_generic_plan(
     sort the whole backlog."""
     async with opened(loaded_dsn) as store:
         await store.claim_any(holder="w-plans", ttl=30.0, consumers=[MAILER], limit=10)
-    (claim,) = spy.of("claim_any")
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", claim.text)))
-    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m[1]) + 1}", claim.text)
-    values = sql.SQL(", ").join(sql.Literal(claim.params[name]) for name in names)
+    (claim,) = spy.of("complete_and_claim")
+    (statement,) = spy.positional
+    values = sql.SQL(", ").join(sql.Literal(claim.params[name]) for name in statement.names)
     async with await AsyncConnection.connect(loaded_dsn, autocommit=True) as conn:
         await conn.execute("set plan_cache_mode = force_generic_plan")
-        await conn.execute(sql.SQL("prepare a2pg_claim as {}").format(sql.SQL(numbered)))
+        await conn.execute(sql.SQL("prepare a2pg_claim as {}").format(sql.SQL(claim.text)))
         cur = await conn.execute(
             sql.SQL("explain (format json) execute a2pg_claim ({})").format(values)
         )
@@ -264,7 +282,7 @@ async def test_claim_any_keeps_the_ready_index_even_as_a_generic_plan(
             " where name = 'a2pg_claim'"
         )
         assert await cur.fetchone() == (1, 0)  # planned generic: its parameters unknown
-    generic = Explained("claim_any (generic)", numbered, {}, row[0][0]["Plan"])
+    generic = Explained("claim_any (generic)", claim.text, {}, row[0][0]["Plan"])
     assert_no_seq_scan(generic)
     ready = [s for s in scans(generic) if s[2] == "a2_cursors_ready"]
     assert ready and ready[0][0] == "Index Scan", scans(generic)

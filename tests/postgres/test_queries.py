@@ -140,7 +140,7 @@ def test_query_refuses_fragments_unknown_names_and_misplaced_limits() -> None:
         with pytest.raises(KeyError, match="no SQL statement"):
             public.query(name)
     with pytest.raises(ValueError, match="needs its limit"):
-        public.query("claim_any")
+        public.query("complete_and_claim")
     with pytest.raises(ValueError, match="takes no limit"):
         public.query("read_events", limit=3)
 

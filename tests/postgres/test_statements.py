@@ -122,10 +122,10 @@ async def test_claim_any_scans_the_ready_index_even_with_a_generic_plan(
 ) -> None:
     for s in range(200):
         await store.append(f"s{s:03d}", work(10), consumers=[])
-    statement = queries.statements("public").query("claim_any", limit=10)
+    statement = queries.statements("public").query("complete_and_claim", limit=10)
     text, names = _numbered(statement.decode())
     values = {"now": "null", "holder": "'h'", "ttl": "'30 seconds'", "max_failures": "null"}
-    values["names"] = "null"
+    values |= {"names": "null", "done": "'[]'", "refresh": "'[]'", "count": "0"}
     args = ", ".join(values[name] for name in names)
     async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
         await conn.execute("analyze")
@@ -145,6 +145,8 @@ async def test_claim_any_scans_the_ready_index_even_with_a_generic_plan(
 
 def test_claim_any_texts_are_one_per_limit() -> None:
     public = queries.statements("public")
-    assert public.query("claim_any", limit=10) is public.query("claim_any", limit=10)
-    assert b" limit 10 " in public.query("claim_any", limit=10)
-    assert b" limit 50 " in public.query("claim_any", limit=50)
+    claim = "complete_and_claim"
+    assert public.query(claim, limit=10) is public.query(claim, limit=10)
+    assert b" limit 10 " in public.query(claim, limit=10)
+    assert b" limit 50 " in public.query(claim, limit=50)
+    assert public.positional(claim, limit=10) is public.positional(claim, limit=10)

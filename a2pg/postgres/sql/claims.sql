@@ -156,30 +156,22 @@ select k.*, s.clear_index,
  order by k.was_ready, k.session_id collate "C", k.head, k.consumer collate "C",
           coalesce(k.lane, '') collate "C"
 
--- name: claim_any
--- The oldest ready heads of every session, in one statement. An index range scan on
--- ready_at (a2_cursors_ready) with an incremental sort for the tie-breakers; the LIMIT
--- is a literal ({limit}), and no parameter changes the plan, so even the generic plan
--- psycopg's preparation may settle on walks the index (tests/postgres/test_plans.py).
--- SKIP LOCKED: concurrent claimers never wait on each other nor get the same head.
-with
--- include: claim_any_picks
--- include: claim_any_claimed
-,
--- include: release_dead_pins
--- include: claim_any_heads
--- include: claim_any_order
-;
-
 -- name: complete_and_claim
--- A worker's cycle in one autocommit statement, with no session lock: the completions
--- of event cursors returning no events (`done`), then claim_any's claim, which skips the
--- heads just completed (a lapsed one may be ready: it must not be updated twice). Each
--- completion is fenced on its exact attempt on the row as it is when updated (a clear
--- parks a claimed head: ready_at null); an event cursor takes no new head, so no lock of
--- the session row is needed to keep indexes or lanes in order, and nothing is notified.
--- The one-time filter `missed` runs the completions first; if any missed its fence the
--- statement fails with the marker below, writing nothing, and the caller takes
+-- A worker's cycle in one autocommit statement, and with nothing completed, claim_any:
+-- the completions of event cursors returning no events (`done`), then the oldest ready
+-- heads of every session, skipping the heads just completed (a lapsed one may be
+-- ready: it must not be updated twice). The pick is an index range scan on ready_at
+-- (a2_cursors_ready) with an incremental sort for the tie-breakers; the LIMIT is a
+-- literal ({limit}), so even the generic plan walks the index
+-- (tests/postgres/test_plans.py), and the JSON documents keep the custom plans no
+-- cheaper than the generic one, so the prepared statement is planned once (the claim
+-- alone, with its parameters, was planned again on every call). SKIP LOCKED:
+-- concurrent claimers never wait on each other nor get the same head. Each completion
+-- is fenced on its exact attempt on the row as it is when updated (a clear parks a
+-- claimed head: ready_at null); an event cursor takes no new head, so no lock of the
+-- session row is needed to keep indexes or lanes in order, and nothing is notified.
+-- The one-time filter `missed` runs the completions first; if any missed its fence
+-- the statement fails with the marker below, writing nothing, and the caller takes
 -- complete_and_claim's transaction (completions.complete_and_claim).
 with done as (
   select *

@@ -7,8 +7,14 @@
 -- deletes) that no other pin keeps; the including statement defines `released`.
 delete from {schema}.a2_snapshot_history h
  using (select distinct session_id, reducer, up_to_index from released) r
- where h.session_id = r.session_id and h.reducer = r.reducer
-   and h.up_to_index = r.up_to_index
+ cross join lateral (
+   -- A probe of the primary key per checkpoint, kept apart by its limit: the planner
+   -- guesses many released pins and would otherwise scan all of history.
+   select x.ctid from {schema}.a2_snapshot_history x
+    where x.session_id = r.session_id and x.reducer = r.reducer
+      and x.up_to_index = r.up_to_index
+    limit 1) y
+ where h.ctid = y.ctid
    and not exists (
      select 1
        from {schema}.a2_snapshot_pins p
