@@ -23,6 +23,7 @@ from .attempt import Attempt, AttemptRunner, WorkerStats
 from .attempt_log import AttemptLog
 from .batch import CompletionBatcher
 from .beat import Heartbeat, package_version
+from .claim_news import news_for
 from .health import StoreHealth
 from .hooks import WorkerHooks, combine
 from .lease import LeaseRenewer
@@ -93,6 +94,11 @@ class Worker:
         self._idle_changed = asyncio.Event()
         self._claims_started = 0
         self._idle_seq = 0
+        self._news = news_for(store, self._consumers)
+        self._notified_at: float | None = None
+        """When the first notification since this worker's last claim arrived."""
+        self._woken_otherwise = False
+        """Whether something but a notification woke the claim loop since its last claim."""
         self._retry_times: list[float] = []
         self._started = False
         self._claiming = False
@@ -334,7 +340,7 @@ class Worker:
     async def wait_idle(self) -> None:
         """Waits until a claim begun after this call found nothing, with nothing in flight."""
         want = self._claims_started + 1
-        self._wake.set()
+        self._wake_claims()
         while self._idle_seq < want:
             self._idle_changed.clear()
             waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._idle_changed.wait())]
@@ -375,9 +381,11 @@ class Worker:
                     continue
                 self._wake.clear()
                 self._slot.clear()
+                self._notified_at, self._woken_otherwise = None, False
                 limit = min(self.claim_batch, free)
                 self._claims_started += 1
                 seq = self._claims_started
+                began = asyncio.get_running_loop().time()
                 heads = await self._complete_and_claim(limit)
                 try:
                     if heads is None:
@@ -401,6 +409,7 @@ class Worker:
                         self._claims_paused = False
                     continue
                 self.hooks.claimed(len(heads), limit)
+                self._news.claimed(began, len(heads), limit)
                 self._begin(heads)
                 if len(heads) >= limit:
                     continue
@@ -416,13 +425,38 @@ class Worker:
                 else:
                     self._claims_paused = True  # no claim before a wakeup: the batcher sends
                     try:
-                        await _wait_any(self._wake, within=self._idle_timeout())
+                        await self._wait_for_work()
                     finally:
                         self._claims_paused = False
                     if not self._wake.is_set():
                         self.hooks.poll()
         finally:
             self._claiming = False
+
+    async def _wait_for_work(self) -> None:
+        """Waits for a wakeup, or the poll interval or a backoff to end. A wakeup that was
+        only notifications, all taken by a claim another worker of this process began
+        after them (``claim_news``), is let go: waiting goes on."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._idle_timeout()
+        while True:
+            await _wait_any(self._wake, within=max(0.0, deadline - loop.time()))
+            notified = self._notified_at
+            if (
+                not self._wake.is_set()
+                or self._woken_otherwise
+                or self._stop.is_set()
+                or notified is None
+                or not self._news.taken_since(notified)
+            ):
+                return
+            self._wake.clear()
+            self._notified_at = None
+
+    def _wake_claims(self) -> None:
+        """Wakes the claim loop for something other than a notification: it claims."""
+        self._woken_otherwise = True
+        self._wake.set()
 
     async def _complete_and_claim(self, limit: int) -> list[Head] | None:
         """Sends the finished attempts waiting for their batch with this claim, in one call;
@@ -478,7 +512,7 @@ class Worker:
         self._inflight.pop(attempt.key, None)
         self._slot.set()
         if not self._inflight:
-            self._wake.set()  # confirm idleness (or find what our completions created)
+            self._wake_claims()  # confirm idleness (or find what our completions created)
 
     def _note_retry(self, retry_after: float) -> None:
         heapq.heappush(self._retry_times, asyncio.get_running_loop().time() + retry_after)
@@ -518,6 +552,8 @@ class Worker:
             try:
                 async for _session_id in wakeups:
                     self.hooks.wakeup()
+                    if self._notified_at is None:
+                        self._notified_at = asyncio.get_running_loop().time()
                     self._wake.set()
             except Exception as error:
                 self.stats.store_errors += 1
@@ -526,7 +562,7 @@ class Worker:
             await _unsubscribe(wakeups)
             await asyncio.sleep(self.poll_interval)
             wakeups = self._wakeups = self.store.wakeups()
-            self._wake.set()  # anything may have happened while we were not listening
+            self._wake_claims()  # anything may have happened while we were not listening
 
     # ------------------------------------------------------------------ shutdown
 
