@@ -19,6 +19,7 @@ from ..contract.rules import (
     refuse_non_log_cursor,
     replay,
 )
+from ..ids import IdGenerator
 from ..models import AppendResult, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
 from . import codec
 from .database import MAX_INDEX, Database, Finish, Tx, finished
@@ -65,23 +66,26 @@ def _declined(exc: psycopg.Error) -> bool:
     return APPEND_DECLINED in str(exc)
 
 
+def event_ids(args: AppendArgs, new_id: IdGenerator) -> list[str]:
+    """The batch's ids, supplied or generated: made once per append, so a statement that
+    declines and the transaction after it give the events the same ids."""
+    return [item.event.id if item.event.id is not None else new_id() for item in args.events]
+
+
 async def append_fresh(
-    db: Database, args: AppendArgs, wake: Sequence[Consumer]
+    db: Database, args: AppendArgs, wake: Sequence[Consumer], ids: Sequence[str]
 ) -> AppendResult | None:
     """The append as one autocommit statement (``append_fresh`` in ``sql/log.sql``): one
     round trip. None when the statement declined the batch, having written nothing: a
     supplied id is taken, the session was cleared and ids are supplied, or an append of
     the session committed while it waited for the session row and log consumers wake."""
     session_id = args.session_id
-    ids: list[str] = []
     events: list[str] = []
     targets: list[str] = []
     types: set[str] = set()
     lanes = False
-    for offset, checked in enumerate(args.events, start=1):
+    for offset, (event_id, checked) in enumerate(zip(ids, args.events, strict=True), start=1):
         event = checked.event
-        event_id = event.id if event.id is not None else db.new_id()
-        ids.append(event_id)
         types.add(event.type)
         events.append(
             f'{{"i":{codec.quoted(event_id)},"t":{codec.quoted(event.type)},"p":{checked.payload_json}}}'
@@ -156,15 +160,18 @@ def _statement(db: Database, *, lanes: bool, wakes: bool) -> Positional:
     return statements.positional("append_events")
 
 
-async def append(tx: Tx, args: AppendArgs, wake: Sequence[Consumer]) -> Finish[AppendResult]:
-    """Appends a batch atomically in two round trips; a batch of only stored ids replays."""
+async def append(
+    tx: Tx, args: AppendArgs, wake: Sequence[Consumer], ids: Sequence[str]
+) -> Finish[AppendResult]:
+    """Appends a batch atomically in two round trips; a batch of only stored ids replays.
+    ``ids`` are the events' (``event_ids``)."""
     session_id = args.session_id
     supplied = args.supplied_ids
     causes = [item.event.cause for item in args.events if item.event.cause is not None]
     pending = has_pending(session_id, args.consumers)
     locked = await tx.lock([session_id], ensure=True)
-    ids = {"session_ids": [session_id] * len(supplied), "event_ids": supplied}
-    owners = await tx.execute(tx.query("select_events_by_ids"), ids) if supplied else None
+    owned = {"session_ids": [session_id] * len(supplied), "event_ids": supplied}
+    owners = await tx.execute(tx.query("select_events_by_ids"), owned) if supplied else None
     keys = columns("session_ids", "consumers", "keys")
     for cause in causes:
         push(keys, session_id, cause.consumer, codec.cursor_key(cause.lane, cause.index))
@@ -184,7 +191,7 @@ async def append(tx: Tx, args: AppendArgs, wake: Sequence[Consumer]) -> Finish[A
         cursor = cursors.get((cause.consumer, codec.cursor_key(cause.lane, cause.index)))
         fence(cause, cursor, session.clear_index, session_id)
     plan = tx.new_plan(now, sessions)
-    inserted = plan.add_batch(session_id, args.events, wake=wake)
+    inserted = plan.add_batch(session_id, args.events, wake=wake, ids=ids)
     await tx.apply(plan)
     flag = await tx.execute(tx.query("has_pending"), pending)
     return _appended(inserted, flag)

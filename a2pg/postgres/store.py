@@ -297,13 +297,14 @@ class PostgresStore:
         refuse_log_targets(args.events, wake)
         if not args.events:
             return AppendResult([], await log.pending_now(self._db, session_id, args.consumers))
+        ids = log.event_ids(args, self._db.new_id)
         if log.fits_one_statement(args):
-            done = await log.append_fresh(self._db, args, wake)
+            done = await log.append_fresh(self._db, args, wake, ids)
             if done is not None:
                 return done
 
         async def body(tx: Tx) -> Finish[AppendResult]:
-            return await log.append(tx, args, wake)
+            return await log.append(tx, args, wake, ids)
 
         idempotent = len(args.supplied_ids) == len(args.events)
         return await self._db.write(body, idempotent=idempotent)
