@@ -76,7 +76,10 @@ def compact(text: LiteralString) -> LiteralString:
 def render(text: LiteralString, schema: str, limit: int | None = None) -> bytes:
     """``text`` with its schema (quoted as an identifier) and, for the claim, its limit,
     compacted (``compact``)."""
-    values: dict[str, sql.Composable] = {"schema": sql.Identifier(schema)}
+    # A % in the schema's name (PostgreSQL allows it) would read as a placeholder: it is
+    # doubled, which psycopg's parse (and ``Positional``) turn back into one.
+    quoted = sql.Identifier(schema).as_bytes(None).decode().replace("%", "%%")
+    values: dict[str, sql.Composable] = {"schema": sql.SQL(quoted)}
     if limit is not None:
         values["limit"] = sql.Literal(limit)
     return sql.SQL(compact(text)).format(**values).as_bytes(None)
@@ -105,9 +108,9 @@ class Positional:
             name = match.group(1).decode()
             return b"$%d" % names.setdefault(name, len(names) + 1)
 
-        if b"%%" in rendered:
-            raise ValueError("a positional statement holds no escaped %")
-        return cls(_PLACEHOLDER.sub(number, rendered), tuple(names), statement, limit)
+        # A doubled % (in a schema's name, see ``render``) is one % in what runs.
+        text = b"%".join(_PLACEHOLDER.sub(number, part) for part in rendered.split(b"%%"))
+        return cls(text, tuple(names), statement, limit)
 
     def values(self, params: Mapping[str, Any]) -> list[Any]:
         """``params`` in placeholder order."""
