@@ -59,7 +59,7 @@ def row(figure: dict[str, Any]) -> dict[str, str]:
 
 def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
     c, m = data["config"], data["machine"]
-    runs = " / ".join(_load(values) for values in m.get("load_average_runs") or [])
+    runs = " / ".join(out.load(values) for values in m.get("load_average_runs") or [])
     if "sqlite" in m:
         server = f"SQLite {m['sqlite']} ({m['journal_mode']}, synchronous {m['synchronous']})"
     else:
@@ -70,21 +70,13 @@ def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
     stdout.write(
         f"a2pg bench on {data['database']}: medians of {c['runs']} runs, spread min-max\n"
         f"machine: {m['cpu_cores']} cores, {server}, Python {m['python']}, {m['date']}\n"
-        f"load average (1 min): {_load(m.get('load_average_start'))} at start, "
-        f"{runs or 'unknown'} as the runs began, {_load(m.get('load_average_end'))} at end\n"
+        f"load average (1 min): {out.load(m.get('load_average_start'))} at start, "
+        f"{runs or 'unknown'} as the runs began, {out.load(m.get('load_average_end'))} at end\n"
         f"ceiling: {data['ceiling']['shape']}, on N connections; N = {data['ceiling']['n']}\n"
     )
     rows = [row(figure) for figure in data["figures"].values()]
     stdout.write(out.render_table(COLUMNS, rows, empty="no figures"))
-    met = [t for t in data["targets"] if t["met"]]
-    stdout.write(f"targets met: {len(met)} of {len(data['targets'])}\n")
-    for check in data["checks"]:
-        if not check["ok"]:
-            stdout.write(f"FAIL {check['name']}: {check['detail']}\n")
-
-
-def _load(values: list[float] | None) -> str:
-    return f"{values[0]:.2f}" if values else "unknown"
+    out.write_outcome(stdout, data)
 
 
 async def _on_sqlite(args: argparse.Namespace, config: BenchConfig) -> dict[str, Any]:

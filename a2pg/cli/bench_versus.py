@@ -142,7 +142,7 @@ def row(figure: dict[str, Any], other: str) -> dict[str, str]:
 
 def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
     c, m, other = data["config"], data["machine"], data["versus"]
-    rounds = " / ".join(_load(values) for values in m.get("load_average_rounds") or [])
+    rounds = " / ".join(out.load(values) for values in m.get("load_average_rounds") or [])
     stdout.write(
         f"a2pg bench --versus {other} on {data['database']}: medians of {c['rounds']} "
         "interleaved rounds, spread min-max\n"
@@ -152,8 +152,8 @@ def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
         f"Python {m['python']}, {m['date']}\n"
         f"event loop: {m['loop']}, the same for both; a2pg {m['a2pg']} (psycopg "
         f"{m['psycopg']}), {other} {m[other]} (asyncpg {m['asyncpg']})\n"
-        f"load average (1 min): {_load(m.get('load_average_start'))} at start, "
-        f"{rounds or 'unknown'} as the rounds began, {_load(m.get('load_average_end'))} at end\n"
+        f"load average (1 min): {out.load(m.get('load_average_start'))} at start, "
+        f"{rounds or 'unknown'} as the rounds began, {out.load(m.get('load_average_end'))} at end\n"
     )
     rows = [row(figure, other) for figure in data["figures"].values()]
     stdout.write(out.render_table(columns(other), rows, empty="no figures"))
@@ -161,12 +161,4 @@ def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
         f"ratio: a2pg / {other} in the same round, median (spread) over rounds; "
         "wake latency: lower is better, so its target is <= 1.0x\n"
     )
-    met = [t for t in data["targets"] if t["met"]]
-    stdout.write(f"targets met: {len(met)} of {len(data['targets'])}\n")
-    for check in data["checks"]:
-        if not check["ok"]:
-            stdout.write(f"FAIL {check['name']}: {check['detail']}\n")
-
-
-def _load(values: list[float] | None) -> str:
-    return f"{values[0]:.2f}" if values else "unknown"
+    out.write_outcome(stdout, data)

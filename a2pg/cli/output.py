@@ -175,3 +175,18 @@ def event_line(event: StoredEvent) -> str:
     if len(payload) > 200:
         payload = payload[:197] + "..."
     return f"{event.index:>6}  {cell(event.created_at)}  {event.type}{cause}  {payload}"
+
+
+def load(values: Sequence[float] | None) -> str:
+    """A load average's 1-minute figure as a bench report gives it."""
+    return f"{values[0]:.2f}" if values else "unknown"
+
+
+def write_outcome(stdout: TextIO, data: Mapping[str, Any]) -> None:
+    """A bench report's last lines: how many targets were met, and each failed check."""
+    met = [t for t in data["targets"] if t["met"]]
+    stdout.write(f"targets met: {len(met)} of {len(data['targets'])}\n")
+    for check in data["checks"]:
+        if not check["ok"]:
+            stdout.write(f"FAIL {check['name']}: {check['detail']}\n")
+
