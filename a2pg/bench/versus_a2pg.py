@@ -23,7 +23,7 @@ from ..postgres.layout import TABLES
 from ..worker import App, Worker
 from .ledger import Ledger
 from .versus_config import CONCURRENCY, PRODUCER_POOL, SESSIONS, WORKER_POOL
-from .versus_phases import Tally
+from .versus_phases import Tally, first_failure
 
 CONSUMER = "vs_job"
 JOB_TYPE = "bench.job"
@@ -56,10 +56,7 @@ class A2pgWorkers:
         ]
 
     def failure(self) -> BaseException | None:
-        for task in self.tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                return task.exception()
-        return None
+        return first_failure(self.tasks)
 
     async def stop(self) -> None:
         for worker in self.workers:

@@ -36,7 +36,7 @@ from psycopg.conninfo import conninfo_to_dict
 from ..postgres.dsn import to_libpq
 from .ledger import Ledger
 from .versus_config import CONCURRENCY, PRODUCER_POOL, WORKER_POOL, WORKERS
-from .versus_phases import Tally
+from .versus_phases import Tally, first_failure
 
 if TYPE_CHECKING:
     from pgqueuer.models import Job
@@ -116,10 +116,7 @@ class PgqWorkers:
         ]
 
     def failure(self) -> BaseException | None:
-        for task in self.tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                return task.exception()
-        return None
+        return first_failure(self.tasks)
 
     async def stop(self) -> None:
         for qm in self.managers:

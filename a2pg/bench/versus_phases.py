@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from .errors import BenchFailed
 from .phases import Check
@@ -80,6 +80,14 @@ class Workers(Protocol):
         ...
 
     async def stop(self) -> None: ...
+
+
+def first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException | None:
+    """The error the first of ``tasks`` to have failed stopped with (``Workers.failure``)."""
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            return task.exception()
+    return None
 
 
 class Side(Protocol):
