@@ -66,7 +66,8 @@ class Presence(Protocol):
 
 @runtime_checkable
 class Store(Protocol):
-    """The A2 session store contract (SPEC.md section 2)."""
+    """The A2 session store contract (docs/concepts/contract.md); every backend implements
+    it by subclassing ``a2pg.front.CheckedStore``."""
 
     @property
     def presence(self) -> Presence: ...

@@ -1,4 +1,4 @@
-"""The ``wakeups()`` iterator both backends hand out: pending session ids, each once."""
+"""The ``wakeups()`` iterator every backend hands out: pending session ids, each once."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ class Subscription(Protocol):
 
 
 class WakeupSource(Protocol):
-    """What feeds a ``Wakeups``: a backend's hub or listener."""
+    """What feeds a ``Wakeups``: a store's ``Feed`` (``a2pg.feeds``)."""
 
     @property
     def closed(self) -> bool: ...
 
     def start(self) -> None:
-        """Makes sure signals flow (a listener connects lazily); called on each wait."""
+        """Makes sure signals flow (a source starts lazily); called on each wait."""
         ...
 
     def unsubscribe(self, subscriber: Wakeups) -> None: ...

@@ -369,6 +369,14 @@ class CompletionArgs:
         return [item.event.id or "" for item in self.events]
 
 
+@dataclass(frozen=True, slots=True)
+class CompletionItem:
+    """One checked completion, with the log consumers its writes wake."""
+
+    args: CompletionArgs
+    wake: Sequence[Consumer]
+
+
 def check_complete_attempts(completions: object, *, limits: Limits) -> list[CompletionArgs]:
     """``complete_attempts``' batch: at most ``Limits.max_completions``, whose returned
     events, targets and bytes count together against the call's limits. Each completion

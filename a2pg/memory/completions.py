@@ -6,14 +6,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from ..contract.args import CompletionArgs, FailArgs, RedriveArgs
+from ..contract.args import CompletionArgs, CompletionItem, FailArgs, RedriveArgs
 from ..contract.rules import (
     CompletedAttempt,
     attempt_is_live,
     claim_order,
     judge_completion,
     judge_failure,
-    refuse_log_targets,
     refuse_mismatched_retry,
     refuse_repeated_ids,
     refuse_taken_ids,
@@ -34,23 +33,22 @@ from .cursors import advance, dead_letter, has_pending, refresh_types
 from .log import insert
 from .state import Sessions, SessionState, cursor_key
 
-Woken = tuple[CompletionArgs, Sequence[Consumer]]
-"""A checked completion and the log consumers its returned events wake."""
-
 
 def complete_all(
-    sessions: Sessions, batch: Sequence[Woken], *, now: datetime, new_id: Callable[[], str]
+    sessions: Sessions,
+    batch: Sequence[CompletionItem],
+    *,
+    now: datetime,
+    new_id: Callable[[], str],
 ) -> list[CompleteResult]:
     """Judges each completion in order, all or nothing.
 
     For a batch, the touched sessions are copied before the first completion runs; if
     any completion raises, the copies are put back, so nothing of the batch remains.
     """
-    for args, wake in batch:
-        refuse_log_targets(args.events, wake)
-    copies = _copies(sessions, [args.completion.session_id for args, _ in batch])
+    copies = _copies(sessions, [item.args.completion.session_id for item in batch])
     try:
-        return [_complete(sessions, args, wake, now, new_id) for args, wake in batch]
+        return [_complete(sessions, item.args, item.wake, now, new_id) for item in batch]
     except BaseException:
         sessions.restore(copies)
         raise

@@ -10,7 +10,6 @@ from ..contract.rules import (
     fence,
     is_replay,
     refuse_cleared_origin,
-    refuse_log_targets,
     refuse_non_log_cursor,
     replay,
 )
@@ -19,7 +18,6 @@ from ..errors import A2Error
 from ..models import AppendResult, Cause, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
 from .cursors import blocked_behind, enqueue, has_pending, open_log_cursor, wake_idle
 from .state import Row, Sessions, SessionState, cursor_key
-from .streams import ReadAfter
 
 STREAM_BATCH = 256
 """Events a stream reads per look at the log."""
@@ -37,7 +35,6 @@ def append(
 
     Generated ids are refused like supplied ones if they collide with a live id.
     """
-    refuse_log_targets(args.events, wake)
     session_id = args.session_id
     session = sessions.get(session_id)
     stored = [] if session is None else session.owners(args.supplied_ids)
@@ -139,22 +136,13 @@ def read(session: SessionState | None, args: ReadArgs) -> list[StoredEvent]:
     return [row.stored() for row in picked[: args.limit]]
 
 
-def stream_reader(sessions: Sessions, session_id: str) -> ReadAfter:
-    """What a stream reads per look. The first look starts at the clear marker at the
-    latest; later ones deliver every event not reclaimed yet, so events committed before
-    a clear the stream has not caught up with are still delivered, then the marker."""
-    started = False
-
-    def read_after(last: int) -> list[StoredEvent]:
-        nonlocal started
-        session = sessions.get(session_id)
-        if session is None:
-            return []
-        rows = session.rows_between(last, session.head, STREAM_BATCH, visible=not started)
-        started = True
-        return [row.stored() for row in rows]
-
-    return read_after
+def stream_batch(session: SessionState | None, after: int, *, visible: bool) -> list[StoredEvent]:
+    """What a stream reads per look: at most ``STREAM_BATCH`` events after ``after``;
+    ``visible`` (the first look) starts at the clear marker at the latest."""
+    if session is None:
+        return []
+    rows = session.rows_between(after, session.head, STREAM_BATCH, visible=visible)
+    return [row.stored() for row in rows]
 
 
 def wake_log(sessions: Sessions, args: WakeLogArgs, *, now: datetime) -> WakeLogResult:

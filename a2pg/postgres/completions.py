@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from psycopg.rows import DictRow
 
-from ..contract.args import ClaimAnyArgs, CompletionArgs, FailArgs, RedriveArgs
+from ..contract.args import ClaimAnyArgs, CompletionItem, FailArgs, RedriveArgs
 from ..contract.rules import (
     CompletedAttempt,
     attempt_is_live,
@@ -63,17 +63,10 @@ CursorKey = tuple[str, str, str]
 """``(session_id, consumer, cursor_key)``."""
 
 
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One checked completion, with the log consumers its writes wake."""
-
-    args: CompletionArgs
-    wake: Sequence[Consumer]
-
-    @property
-    def key(self) -> CursorKey:
-        c = self.args.completion
-        return (c.session_id, c.consumer, codec.cursor_key(c.lane, c.index))
+def key_of(item: CompletionItem) -> CursorKey:
+    """The cursor row an item completes at."""
+    c = item.args.completion
+    return (c.session_id, c.consumer, codec.cursor_key(c.lane, c.index))
 
 
 UNKNOWN_TYPES: Final = "unknown"
@@ -81,7 +74,7 @@ UNKNOWN_TYPES: Final = "unknown"
 JSON text of a list)."""
 
 
-def declared_types(item: Item) -> dict[CursorKey, str | None]:
+def declared_types(item: CompletionItem) -> dict[CursorKey, str | None]:
     """The log cursors whose types ``item`` records (its wake set's log consumers)."""
     c = item.args.completion
     return {
@@ -114,7 +107,7 @@ class InOrder:
     moved_in: set[str] = field(default_factory=set)
     """The sessions of ``moved``."""
 
-    def fits(self, item: Item, declares: dict[CursorKey, str | None]) -> bool:
+    def fits(self, item: CompletionItem, declares: dict[CursorKey, str | None]) -> bool:
         for key, types in declares.items():
             if self.declared.get(key, types) != types or self.moved.get(key, types) != types:
                 return False
@@ -122,7 +115,7 @@ class InOrder:
 
     def add(
         self,
-        item: Item,
+        item: CompletionItem,
         declares: dict[CursorKey, str | None],
         *,
         log: bool,
@@ -132,15 +125,15 @@ class InOrder:
         it are given when known (those it declares itself override them)."""
         self.declared.update(declares)
         if log:
-            self.moved[item.key] = self.declared.get(item.key, types)
+            self.moved[key_of(item)] = self.declared.get(key_of(item), types)
             self.moved_in.add(item.args.completion.session_id)
 
 
-def fits_fast_path(items: Sequence[Item]) -> bool:
+def fits_fast_path(items: Sequence[CompletionItem]) -> bool:
     """Completions returning no events, each on its own cursor, in an order that does
     not matter (``InOrder``; a lane named may be a log cursor): the common case, which
     ``complete_fenced`` settles in one round trip when every one is fresh."""
-    keys = {item.key for item in items}
+    keys = {key_of(item) for item in items}
     if len(keys) != len(items) or any(item.args.events for item in items):
         return False
     order = InOrder()
@@ -156,7 +149,7 @@ def missed_fence(exc: Exception) -> bool:
     return FENCE_MISSED in str(exc)
 
 
-async def complete_fenced(tx: Tx, items: Sequence[Item]) -> Finish[list[CompleteResult]]:
+async def complete_fenced(tx: Tx, items: Sequence[CompletionItem]) -> Finish[list[CompleteResult]]:
     """The whole batch in one round trip, every completion fenced in SQL: session locks,
     type refreshes, the fenced advance, pin releases, NOTIFY and the commit travel
     together. Fails with ``FENCE_MISSED`` (nothing written) unless every completion is a
@@ -175,7 +168,7 @@ async def complete_fenced(tx: Tx, items: Sequence[Item]) -> Finish[list[Complete
                 refreshes[(c.session_id, consumer.name, log_key)] = codec.types_json(
                     consumer.log.types
                 )
-        _, _, key = item.key
+        _, _, key = key_of(item)
         push(fenced, c.session_id, c.consumer, key, c.index, c.attempt)
         push(releases, c.session_id, c.consumer, key, c.index)
         if c.lane is not None:  # a lane or log cursor may take its next head
@@ -221,7 +214,7 @@ class Batch:
         self.owners = owners
         self.earlier: dict[CursorKey, EarlierCompletion] = {}
 
-    def judge(self, item: Item) -> CompleteResult:
+    def judge(self, item: CompletionItem) -> CompleteResult:
         c = item.args.completion
         session = self.plan.sessions.get(c.session_id)
         head, clear_index = (0, 0) if session is None else (session.head, session.clear_index)
@@ -233,9 +226,9 @@ class Batch:
         ids = item.args.ids
         refuse_repeated_ids(ids, "returned event batch")
         cause = item.args.cause
-        row = self.cursors.get(item.key)
+        row = self.cursors.get(key_of(item))
         cursor = None if row is None else codec.cursor(row)
-        earlier = self.earlier.get(item.key)
+        earlier = self.earlier.get(key_of(item))
         recorded = self._recorded(item, row, earlier)
         if earlier is not None:  # this batch moved the head: judge against that, not the row
             cursor = None
@@ -261,10 +254,12 @@ class Batch:
             attempt=c.attempt,
             ids=ids,
         )
-        self.earlier[item.key] = EarlierCompletion(c.index, CompletedAttempt(c.attempt, tuple(ids)))
+        self.earlier[key_of(item)] = EarlierCompletion(
+            c.index, CompletedAttempt(c.attempt, tuple(ids))
+        )
         return Completed(stored)
 
-    def _in_order(self, item: Item, row: DictRow) -> None:
+    def _in_order(self, item: CompletionItem, row: DictRow) -> None:
         """Starts a new plan when this fresh completion's writes must follow those so far."""
         declares = declared_types(item)
         if not self.order.fits(item, declares):
@@ -272,12 +267,12 @@ class Batch:
             self.plans.append(self.plan)
             self.order = InOrder()
         stored = None if row["types"] is None else codec.types_json(row["types"])
-        types = self.types.get(item.key, stored)  # the cursor's types before this completion
+        types = self.types.get(key_of(item), stored)  # the cursor's types before this completion
         self.types.update(declares)
         self.order.add(item, declares, log=row["kind"] == "log", types=types)
 
     def _recorded(
-        self, item: Item, row: DictRow | None, earlier: EarlierCompletion | None
+        self, item: CompletionItem, row: DictRow | None, earlier: EarlierCompletion | None
     ) -> CompletedAttempt | None:
         """How the head at this index was finished, if it was: by this batch, a lane's
         record of it, or the cursor's record of its last completion."""
@@ -299,7 +294,7 @@ class Batch:
         return CompletedAttempt(row["completed_attempt"], tuple(row["returned_event_ids"] or ()))
 
     def _replayed(
-        self, item: Item, recorded: CompletedAttempt, clear_index: int
+        self, item: CompletionItem, recorded: CompletedAttempt, clear_index: int
     ) -> list[StoredEvent]:
         """A retry of the completion that moved the head: the same ids, stored events back."""
         ids = item.args.ids
@@ -320,7 +315,7 @@ class Batch:
         return owner is not None and owner.index >= clear_index
 
 
-async def complete_judged(tx: Tx, items: Sequence[Item]) -> Finish[list[CompleteResult]]:
+async def complete_judged(tx: Tx, items: Sequence[CompletionItem]) -> Finish[list[CompleteResult]]:
     """Runs the whole batch in the caller's transaction (see the module docstring)."""
     locked = await tx.lock([item.args.completion.session_id for item in items])
     keys = columns("session_ids", "consumers", "keys")
@@ -328,7 +323,7 @@ async def complete_judged(tx: Tx, items: Sequence[Item]) -> Finish[list[Complete
     ids = columns("session_ids", "event_ids")
     for item in items:
         c = item.args.completion
-        push(keys, *item.key)
+        push(keys, *key_of(item))
         if c.lane is not None:
             push(lanes, c.session_id, c.consumer, c.lane, c.index)
         for checked in item.args.events:
@@ -458,18 +453,18 @@ async def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> Finish
     return finish
 
 
-def fits_one_statement(items: Sequence[Item]) -> bool:
+def fits_one_statement(items: Sequence[CompletionItem]) -> bool:
     """Completions of event cursors returning no events, each on its own cursor: what
     ``complete_and_claim_one`` takes (an event cursor goes idle, so no lane or log can
     take a next head and no session lock is needed)."""
-    keys = {item.key for item in items}
+    keys = {key_of(item) for item in items}
     return len(keys) == len(items) and not any(
         item.args.events or item.args.completion.lane is not None for item in items
     )
 
 
 async def complete_and_claim_one(
-    db: Database, items: Sequence[Item], claim: ClaimAnyArgs
+    db: Database, items: Sequence[CompletionItem], claim: ClaimAnyArgs
 ) -> CompletedAndClaimed | None:
     """A worker's cycle as one autocommit statement (``complete_and_claim`` in
     ``sql/claims.sql``): one round trip, no session lock. None when a completion missed
@@ -478,7 +473,7 @@ async def complete_and_claim_one(
     refresh: dict[CursorKey, str | None] = {}
     for item in items:
         c = item.args.completion
-        session_id, consumer, key = item.key
+        session_id, consumer, key = key_of(item)
         done.append(
             f'{{"session_id":{codec.quoted(session_id)},"consumer":{codec.quoted(consumer)},'
             f'"cursor_key":{codec.quoted(key)},"head":{c.index},"attempt":{c.attempt}}}'
@@ -503,13 +498,15 @@ async def complete_and_claim_one(
     return CompletedAndClaimed([Completed([]) for _ in items], [codec.head(r) for r in rows])
 
 
-async def complete(tx: Tx, items: Sequence[Item], *, fenced: bool) -> Finish[list[CompleteResult]]:
+async def complete(
+    tx: Tx, items: Sequence[CompletionItem], *, fenced: bool
+) -> Finish[list[CompleteResult]]:
     """``complete_fenced`` or ``complete_judged``: what ``fenced`` says the caller tries."""
     return await (complete_fenced if fenced else complete_judged)(tx, items)
 
 
 async def complete_and_claim(
-    tx: Tx, items: Sequence[Item], claim: ClaimAnyArgs, *, fenced: bool
+    tx: Tx, items: Sequence[CompletionItem], claim: ClaimAnyArgs, *, fenced: bool
 ) -> Finish[CompletedAndClaimed]:
     """The completions (``complete_fenced`` or ``complete_judged``), then ``claim_any``, in
     one transaction and one commit. The NOTIFY goes last, so it names only the sessions

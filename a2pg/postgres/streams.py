@@ -20,8 +20,7 @@ import contextlib
 import hashlib
 import json
 import logging
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -31,8 +30,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import PoolTimeout
 
 from ..backoff import Backoff
-from ..models import StoredEvent
-from ..wakeups import Wakeups
+from ..feeds import Feed
 from .errors import connection_lost
 from .queries import Statements
 
@@ -53,7 +51,6 @@ CHANNEL_HASH_CHARS = 16
 """Hex digits of the schema's hash in the channel of a schema too long to spell out."""
 
 Connect = Callable[[], Awaitable[AsyncConnection[Any]]]
-ReadAfter = Callable[[int], Awaitable[list[StoredEvent]]]
 Scrub = Callable[[str], str]
 
 
@@ -68,6 +65,12 @@ def channel_name(schema: str) -> str:
     room = MAX_CHANNEL_BYTES - len(CHANNEL_PREFIX) - 1 - CHANNEL_HASH_CHARS
     start = schema.encode()[:room].decode(errors="ignore")
     return f"{CHANNEL_PREFIX}{start}_{digest}"
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether a stream's read failed because the database is away (it waits, then reads
+    again) rather than because it refused the read (the stream raises)."""
+    return connection_lost(exc) or isinstance(exc, PoolTimeout)
 
 
 def session_of(payload: str, max_length: int) -> str | None:
@@ -89,7 +92,7 @@ def session_of(payload: str, max_length: int) -> str | None:
 
 
 class Listener:
-    """Fans signals out to this store's streams and wakeups; owns the LISTEN connection."""
+    """Feeds this store's streams and wakeups (``feed``); owns the LISTEN connection."""
 
     def __init__(
         self,
@@ -113,100 +116,27 @@ class Listener:
         self._listen_enabled = listen
         self._scrub = scrub
         self._reconnect = reconnect or Backoff(base=0.1, cap=5.0)
-        self._streams: dict[str, set[asyncio.Event]] = {}
-        self._polled_heads: dict[str, int] = {}
-        """Each streamed session's head as the last poll read it from the table: a poll
-        wakes a session's streams only when it changed (notifications never touch it)."""
+        self.feed = Feed(self, transient=unreachable, scrub=scrub, retry=self._reconnect)
         self._malformed = 0
-        self._wakeups: weakref.WeakSet[Wakeups] = weakref.WeakSet()
         self._task: asyncio.Task[None] | None = None
         self._conn: AsyncConnection[Any] | None = None
         self._ping = ""
-        self.closed = False
         self.connected = asyncio.Event()
         self.hears_itself: bool | None = None
         """Whether the last connection received its own ping (None: not known yet)."""
 
-    # -- signals ---------------------------------------------------------------------------
-
-    def committed(self, session_id: str) -> None:
-        """New events may be readable in ``session_id``: its streams read the table again."""
-        for signal in self._streams.get(session_id, ()):
-            signal.set()
-
-    def work(self, session_id: str | None) -> None:
-        """Claimable work may have appeared (in ``session_id`` when known)."""
-        for subscriber in list(self._wakeups):
-            subscriber.push(session_id)
-
-    # -- subscriptions ---------------------------------------------------------------------
-
-    async def stream(
-        self, session_id: str, after: int, read_after: ReadAfter
-    ) -> AsyncIterator[StoredEvent]:
-        """Events after ``after`` read from the table in index order, then live ones."""
-        signal = asyncio.Event()
-        self._streams.setdefault(session_id, set()).add(signal)
-        self.start()
-        try:
-            last = after
-            failures = 0
-            while not self.closed:
-                signal.clear()
-                try:
-                    batch = await read_after(last)
-                    failures = 0
-                except psycopg.OperationalError as exc:
-                    if not (connection_lost(exc) or isinstance(exc, PoolTimeout)):
-                        raise
-                    failures += 1  # the database is away: wait for it, the stream lives on
-                    delay = self._reconnect.delay(failures)
-                    reason = self._scrub(str(exc))
-                    log.warning("a2pg stream cannot read (%s); again in %.2fs", reason, delay)
-                    await asyncio.sleep(delay)
-                    continue
-                if not batch:
-                    await signal.wait()
-                    continue
-                for event in batch:
-                    yield event
-                last = batch[-1].index
-        finally:
-            subscribers = self._streams.get(session_id)
-            if subscribers is not None:
-                subscribers.discard(signal)
-                if not subscribers:
-                    del self._streams[session_id]
-                    self._polled_heads.pop(session_id, None)
-
-    def wakeups(self) -> Wakeups:
-        subscriber = Wakeups(self)
-        self._wakeups.add(subscriber)
-        with contextlib.suppress(RuntimeError):  # no running loop yet: starts on first use
-            self.start()
-        return subscriber
-
-    def unsubscribe(self, subscriber: Wakeups) -> None:
-        self._wakeups.discard(subscriber)
-
-    # -- the connection --------------------------------------------------------------------
+    # -- the connection (the feed's source) ------------------------------------------------
 
     def start(self) -> None:
         """Starts the listening task (once; restarted if it died)."""
-        if self.closed or (self._task is not None and not self._task.done()):
+        if self.feed.closed or (self._task is not None and not self._task.done()):
             return
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"a2pg listener {self._channel}"
         )
 
-    async def close(self) -> None:
-        """Stops listening and ends every stream and wakeups iterator."""
-        self.closed = True
-        for signals in self._streams.values():
-            for signal in signals:
-                signal.set()
-        for subscriber in list(self._wakeups):
-            subscriber.wake()
+    async def stop(self) -> None:
+        """Stops listening and closes the connection."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -216,7 +146,7 @@ class Listener:
 
     async def _run(self) -> None:
         failures = 0
-        while not self.closed:
+        while not self.feed.closed:
             try:
                 await self._listen()
                 failures = 0
@@ -259,9 +189,9 @@ class Listener:
         # Whatever was announced while we were not listening is found by a poll; a
         # subscriber may also have missed something, so it hears "unknown" too.
         await self._poll(conn)
-        self.work(None)
+        self.feed.work(None)
         pings_due = 3
-        while not self.closed:
+        while not self.feed.closed:
             async for notify in conn.notifies(timeout=self._poll_interval):
                 self._dispatch(notify.payload)
             await self._poll(conn)
@@ -282,8 +212,8 @@ class Listener:
         """Behind a transaction-mode pooler: no LISTEN (it would never fire), only the poll."""
         self.connected.set()
         await self._poll(conn)
-        self.work(None)
-        while not self.closed:
+        self.feed.work(None)
+        while not self.feed.closed:
             await asyncio.sleep(self._poll_interval)
             await self._poll(conn)
 
@@ -299,8 +229,8 @@ class Listener:
             level = logging.WARNING if self._malformed == 1 else logging.DEBUG
             log.log(level, "a2pg listener ignored a notification: %r", payload[:200])
             return
-        self.committed(session_id)
-        self.work(session_id)
+        self.feed.committed(session_id)
+        self.feed.work(session_id)
 
     async def _poll(self, conn: AsyncConnection[Any]) -> None:
         """What notifications may have missed; a poll that hangs means a dead connection."""
@@ -312,23 +242,19 @@ class Listener:
 
     async def _look(self, conn: AsyncConnection[Any]) -> None:
         """Sessions with claimable heads (for wakeups) and the heads of streamed sessions."""
-        if self._wakeups:
+        if self.feed.wants_work:
             now = None if self._clock is None else self._clock()
             cur = await conn.execute(
                 self._statements.query("ready_sessions"), {"now": now, "limit": READY_POLL_LIMIT}
             )
             for (session_id,) in await cur.fetchall():
-                self.work(session_id)
-        if self._streams:
+                self.feed.work(session_id)
+        streamed = self.feed.streamed()
+        if streamed:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(
-                self._statements.query("session_heads"), {"session_ids": sorted(self._streams)}
-            )
+            await cur.execute(self._statements.query("session_heads"), {"session_ids": streamed})
             for row in await cur.fetchall():
-                session_id, head = row["session_id"], int(row["head"])
-                if self._polled_heads.get(session_id) != head:
-                    self._polled_heads[session_id] = head
-                    self.committed(session_id)
+                self.feed.head_seen(row["session_id"], int(row["head"]))
 
     async def _drop_connection(self) -> None:
         self.connected.clear()

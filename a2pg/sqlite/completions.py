@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 
-from ..contract.args import ClaimAnyArgs, CompletionArgs, FailArgs, RedriveArgs
+from ..contract.args import ClaimAnyArgs, CompletionItem, FailArgs, RedriveArgs
 from ..contract.rules import (
     CompletedAttempt,
     attempt_is_live,
@@ -46,20 +45,12 @@ from .database import SessionHead, Tx, rows
 from .log import live_owners
 
 
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One checked completion, with the log consumers its writes wake."""
-
-    args: CompletionArgs
-    wake: Sequence[Consumer]
-
-
-def complete_all(tx: Tx, items: Sequence[Item]) -> list[CompleteResult]:
+def complete_all(tx: Tx, items: Sequence[CompletionItem]) -> list[CompleteResult]:
     """Judges each completion in order (see the module docstring)."""
     return [_complete(tx, item) for item in items]
 
 
-def _recorded(tx: Tx, row: sqlite3.Row | None, item: Item) -> CompletedAttempt | None:
+def _recorded(tx: Tx, row: sqlite3.Row | None, item: CompletionItem) -> CompletedAttempt | None:
     """How the head at this index was finished, if it was: a lane's record of it, or an
     event or log cursor's record of its last completion."""
     index = item.args.completion.index
@@ -79,7 +70,7 @@ def _recorded(tx: Tx, row: sqlite3.Row | None, item: Item) -> CompletedAttempt |
     return CompletedAttempt(row["completed_attempt"], codec.ids_of(row["returned_event_ids"]))
 
 
-def _complete(tx: Tx, item: Item) -> CompleteResult:
+def _complete(tx: Tx, item: CompletionItem) -> CompleteResult:
     cause, c = item.args.cause, item.args.completion
     session = tx.session(c.session_id)
     live = attempt_is_live(
@@ -104,7 +95,7 @@ def _complete(tx: Tx, item: Item) -> CompleteResult:
     return Superseded()
 
 
-def _replayed(tx: Tx, session: SessionHead, item: Item) -> list[StoredEvent]:
+def _replayed(tx: Tx, session: SessionHead, item: CompletionItem) -> list[StoredEvent]:
     """A retry of the completion that moved the head: the same ids, stored events back."""
     ids = item.args.ids
     owners = {event.id: event for event in live_owners(tx.conn, session, ids)}
@@ -117,7 +108,9 @@ def _replayed(tx: Tx, session: SessionHead, item: Item) -> list[StoredEvent]:
     return replay(item.args.events, found)
 
 
-def complete_and_claim(tx: Tx, items: Sequence[Item], claim: ClaimAnyArgs) -> CompletedAndClaimed:
+def complete_and_claim(
+    tx: Tx, items: Sequence[CompletionItem], claim: ClaimAnyArgs
+) -> CompletedAndClaimed:
     """The completions, then ``claim_any``, at one time in one transaction. Only sessions
     where a head made ready here is still unclaimed are announced as work."""
     results = complete_all(tx, items)

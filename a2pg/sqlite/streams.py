@@ -21,13 +21,10 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ..backoff import Backoff
+from ..feeds import Feed
 from ..ids import Clock
-from ..models import StoredEvent
-from ..wakeups import Wakeups
 from . import codec
 from .database import Database, one, rows, session_head
 
@@ -39,11 +36,9 @@ CHANGE_INTERVAL = 0.015
 READY_POLL_LIMIT = 1000
 """Oldest ready heads a look reads (their sessions are announced)."""
 
-ReadAfter = Callable[[int], Awaitable[list[StoredEvent]]]
-
 
 class Watcher:
-    """Fans signals out to this store's streams and wakeups; owns the polling task."""
+    """Feeds this store's streams and wakeups (``feed``); owns the polling task."""
 
     def __init__(
         self,
@@ -59,79 +54,19 @@ class Watcher:
         self._change_interval = change_interval
         self._poll_interval = poll_interval
         self._retry = reconnect or Backoff(base=0.1, cap=5.0)
-        self._streams: dict[str, set[asyncio.Event]] = {}
-        self._heads: dict[str, int] = {}
-        """Each streamed session's head as the last look read it."""
-        self._wakeups: weakref.WeakSet[Wakeups] = weakref.WeakSet()
+        self.feed = Feed(self, retry=self._retry)
         self._task: asyncio.Task[None] | None = None
-        self.closed = False
 
-    # -- signals ---------------------------------------------------------------------------
-
-    def committed(self, session_id: str) -> None:
-        """New events may be readable in ``session_id``: its streams read the table again."""
-        for signal in self._streams.get(session_id, ()):
-            signal.set()
-
-    def work(self, session_id: str | None) -> None:
-        """Claimable work may have appeared (in ``session_id`` when known)."""
-        for subscriber in list(self._wakeups):
-            subscriber.push(session_id)
-
-    # -- subscriptions ---------------------------------------------------------------------
-
-    async def stream(
-        self, session_id: str, after: int, read_after: ReadAfter
-    ) -> AsyncIterator[StoredEvent]:
-        """Events after ``after`` read from the table in index order, then live ones."""
-        signal = asyncio.Event()
-        self._streams.setdefault(session_id, set()).add(signal)
-        self.start()
-        try:
-            last = after
-            while not self.closed:
-                signal.clear()
-                batch = await read_after(last)
-                if not batch:
-                    await signal.wait()
-                    continue
-                for event in batch:
-                    yield event
-                last = batch[-1].index
-        finally:
-            subscribers = self._streams.get(session_id)
-            if subscribers is not None:
-                subscribers.discard(signal)
-                if not subscribers:
-                    del self._streams[session_id]
-                    self._heads.pop(session_id, None)
-
-    def wakeups(self) -> Wakeups:
-        subscriber = Wakeups(self)
-        self._wakeups.add(subscriber)
-        with contextlib.suppress(RuntimeError):  # no running loop yet: starts on first use
-            self.start()
-        return subscriber
-
-    def unsubscribe(self, subscriber: Wakeups) -> None:
-        self._wakeups.discard(subscriber)
-
-    # -- the watching task -----------------------------------------------------------------
+    # -- the watching task (the feed's source) ---------------------------------------------
 
     def start(self) -> None:
         """Starts the watching task (once; restarted if it died)."""
-        if self.closed or (self._task is not None and not self._task.done()):
+        if self.feed.closed or (self._task is not None and not self._task.done()):
             return
         self._task = asyncio.get_running_loop().create_task(self._run(), name="a2pg sqlite watcher")
 
-    async def close(self) -> None:
-        """Stops watching and ends every stream and wakeups iterator."""
-        self.closed = True
-        for signals in self._streams.values():
-            for signal in signals:
-                signal.set()
-        for subscriber in list(self._wakeups):
-            subscriber.wake()
+    async def stop(self) -> None:
+        """Stops watching."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -140,7 +75,7 @@ class Watcher:
 
     async def _run(self) -> None:
         failures = 0
-        while not self.closed:
+        while not self.feed.closed:
             try:
                 await self._watch()
             except asyncio.CancelledError:
@@ -155,9 +90,9 @@ class Watcher:
         loop = asyncio.get_running_loop()
         version = await self._db.reader.call(data_version)
         await self._look()
-        self.work(None)  # a subscriber may have missed something before the first look
+        self.feed.work(None)  # a subscriber may have missed something before the first look
         looked = loop.time()
-        while not self.closed:
+        while not self.feed.closed:
             await asyncio.sleep(self._change_interval)
             now_version = await self._db.reader.call(data_version)
             if now_version != version or loop.time() - looked >= self._poll_interval:
@@ -167,8 +102,8 @@ class Watcher:
 
     async def _look(self) -> None:
         """Sessions with claimable heads (for wakeups) and the heads of streamed sessions."""
-        wanted = bool(self._wakeups)
-        streamed = sorted(self._streams)
+        wanted = self.feed.wants_work
+        streamed = self.feed.streamed()
         if not wanted and not streamed:
             return
         now = codec.micros(self._clock())
@@ -183,11 +118,9 @@ class Watcher:
 
         ready, heads = await self._db.reader.call(look)
         for session_id in ready:
-            self.work(session_id)
+            self.feed.work(session_id)
         for session_id, head in heads.items():
-            if self._heads.get(session_id) != head:
-                self._heads[session_id] = head
-                self.committed(session_id)
+            self.feed.head_seen(session_id, head)
 
 
 def data_version(conn: sqlite3.Connection) -> int:

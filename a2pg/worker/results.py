@@ -18,15 +18,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from ..backoff import Backoff
+from ..contract.args import ClaimAnyArgs, ClaimArgs, CompletionItem, FailArgs
+from ..front import CheckedStore, StoreProxy
 from ..models import (
+    AttemptRef,
     Claimed,
+    ClaimResult,
     Completed,
     CompletedAndClaimed,
     CompleteResult,
-    Completion,
+    Consumer,
     FailResult,
     Head,
     StoredEvent,
@@ -96,11 +100,11 @@ class WorkResult:
         return [event for work in self.consumers.values() for event in work.appended]
 
 
-class _Recorder:
-    """Delegates every call to the store; keeps the heads claimed and what became of them."""
+class _Recorder(StoreProxy):
+    """The store behind its front, keeping the heads claimed and what became of them."""
 
-    def __init__(self, store: Store, consumers: Sequence[str]) -> None:
-        self._store = store
+    def __init__(self, store: CheckedStore, consumers: Sequence[str]) -> None:
+        super().__init__(store)
         self.work = {name: ConsumerWork() for name in consumers}
         self._claimed: dict[tuple[str, str, str | None, int, int], Head] = {}
         self._retries: dict[HeadKey, float] = {}
@@ -108,88 +112,68 @@ class _Recorder:
         self.answers = 0
         """Completions and failures the store acknowledged so far."""
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    @property
-    def presence(self) -> Any:
-        return self._store.presence
-
     def _claim(self, heads: Sequence[Head]) -> None:
         for head in heads:
             key = (head.session_id, head.consumer, head.lane, head.index, head.attempt)
             self._claimed[key] = head
 
-    def _head(
-        self, session_id: str, consumer: str, lane: str | None, index: int, attempt: int
-    ) -> Head:
-        return self._claimed[(session_id, consumer, lane, index, attempt)]
+    def _head(self, session_id: str, attempt: AttemptRef) -> Head:
+        a = attempt
+        return self._claimed[(session_id, a.consumer, a.lane, a.index, a.attempt)]
 
-    def _completed(self, completion: Completion, result: CompleteResult) -> None:
+    def _completed(self, item: CompletionItem, result: CompleteResult) -> None:
         if not isinstance(result, Completed):
             return
         self.answers += 1
-        c = completion
+        c = item.args.completion
         work = self.work.setdefault(c.consumer, ConsumerWork())
-        work.completed.append(self._head(c.session_id, c.consumer, c.lane, c.index, c.attempt))
+        work.completed.append(self._head(c.session_id, item.args.cause))
         work.appended.extend(result.events)
         self._retries.pop((c.session_id, c.consumer, c.lane, c.index), None)
 
-    async def claim_any(self, *args: Any, **kwargs: Any) -> list[Head]:
-        heads: list[Head] = await self._store.claim_any(*args, **kwargs)
+    async def _claim_any(self, args: ClaimAnyArgs) -> list[Head]:
+        heads = await super()._claim_any(args)
         self._claim(heads)
         return heads
 
-    async def claim_available(self, *args: Any, **kwargs: Any) -> Any:
-        result = await self._store.claim_available(*args, **kwargs)
+    async def _claim_available(self, args: ClaimArgs, wake: Sequence[Consumer]) -> ClaimResult:
+        result = await super()._claim_available(args, wake)
         if isinstance(result, Claimed):
             self._claim(result.heads)
         return result
 
-    async def complete_attempt(self, session_id: str, **kwargs: Any) -> CompleteResult:
-        result = await self._store.complete_attempt(session_id, **kwargs)
-        completion = Completion(
-            session_id,
-            kwargs["consumer"],
-            kwargs["lane"],
-            kwargs["index"],
-            kwargs["attempt"],
-        )
-        self._completed(completion, result)
-        return result
-
-    async def complete_attempts(self, completions: Sequence[Completion]) -> list[CompleteResult]:
-        results = await self._store.complete_attempts(completions)
-        for completion, result in zip(completions, results, strict=True):
-            self._completed(completion, result)
+    async def _complete_attempts(self, items: list[CompletionItem]) -> list[CompleteResult]:
+        results = await super()._complete_attempts(items)
+        for item, result in zip(items, results, strict=True):
+            self._completed(item, result)
         return results
 
-    async def complete_and_claim(
-        self, completions: Sequence[Completion], **kwargs: Any
+    async def _complete_and_claim(
+        self, items: list[CompletionItem], claim: ClaimAnyArgs
     ) -> CompletedAndClaimed:
-        result = await self._store.complete_and_claim(completions, **kwargs)
-        for completion, outcome in zip(completions, result.completed, strict=True):
-            self._completed(completion, outcome)
+        result = await super()._complete_and_claim(items, claim)
+        for item, outcome in zip(items, result.completed, strict=True):
+            self._completed(item, outcome)
         self._claim(result.heads)
         return result
 
-    async def fail_attempt(self, session_id: str, **kwargs: Any) -> FailResult:
-        result = await self._store.fail_attempt(session_id, **kwargs)
+    async def _fail_attempt(self, args: FailArgs) -> FailResult:
+        result = await super()._fail_attempt(args)
         if result.outcome == "superseded":
             return result
         self.answers += 1
-        consumer, lane, index = kwargs["consumer"], kwargs["lane"], kwargs["index"]
-        head = self._head(session_id, consumer, lane, index, kwargs["attempt"])
+        a = args.attempt
+        head = self._head(args.session_id, a)
         dead = result.outcome == "dead_lettered"
-        work = self.work.setdefault(consumer, ConsumerWork())
-        work.failures.append(FailedAttempt(head, kwargs["error"], dead))
-        key = (session_id, consumer, lane, index)
+        work = self.work.setdefault(a.consumer, ConsumerWork())
+        work.failures.append(FailedAttempt(head, args.error, dead))
+        key = (args.session_id, a.consumer, a.lane, a.index)
         if dead:
             work.dead_lettered.append(head)
             self._retries.pop(key, None)
         else:
             loop = asyncio.get_running_loop()
-            self._retries[key] = loop.time() + float(kwargs.get("retry_after") or 0.0)
+            self._retries[key] = loop.time() + float(args.retry_after or 0.0)
         return result
 
     def next_retry(self) -> float | None:
@@ -218,8 +202,10 @@ async def run_until_idle(
     """
     if retries and "settings" not in knobs:
         knobs.setdefault("backoff", TEST_BACKOFF)
+    if not isinstance(store, CheckedStore):
+        raise TypeError(f"run_until_idle runs on an a2pg store, not {type(store).__name__}")
     recorder = _Recorder(store, [consumer.name for consumer in app.consumers])
-    worker = Worker(cast(Store, recorder), app, **knobs)
+    worker = Worker(recorder, app, **knobs)
     loop = asyncio.get_running_loop()
     stuck = False
     try:

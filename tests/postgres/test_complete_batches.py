@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import pytest
 
 from a2pg import Claimed, Completed, Completion, Consumer, LogSpec, NewEvent, Superseded, Target
-from a2pg.contract.args import CompletionArgs
+from a2pg.contract.args import CompletionArgs, CompletionItem
 from a2pg.postgres import PostgresStore
-from a2pg.postgres.completions import Item, fits_fast_path
+from a2pg.postgres.completions import fits_fast_path
 from tests.postgres.support import work
 
 pytestmark = pytest.mark.postgres
@@ -52,9 +52,9 @@ def follower(*types: str) -> Consumer:
     return Consumer("f", LogSpec(types=types))
 
 
-def item(session_id: str, lane: str | None, *, wake: Sequence[Consumer] = ()) -> Item:
+def item(session_id: str, lane: str | None, *, wake: Sequence[Consumer] = ()) -> CompletionItem:
     consumer = "f" if lane == "log" else "c"
-    return Item(CompletionArgs(Completion(session_id, consumer, lane, 1, 1), []), wake)
+    return CompletionItem(CompletionArgs(Completion(session_id, consumer, lane, 1, 1), []), wake)
 
 
 def test_the_fast_path_takes_what_workers_send() -> None:
