@@ -1,8 +1,9 @@
 """Edge cases where the backends were found to disagree: one minimal reproducer each.
 
 These are minimal reproducers of differences the model-based test (``tests/model``)
-found between the backends. Each asserts what SPEC.md requires (its docstring cites the
-section) and now passes on every backend; they are kept as regression tests.
+found between the backends. Each asserts what the contract (docs/concepts/contract.md)
+requires (its docstring cites the section of the first specification it was written
+against) and now passes on every backend; they are kept as regression tests.
 """
 
 from __future__ import annotations
