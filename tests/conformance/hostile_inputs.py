@@ -22,11 +22,14 @@ from a2pg import (
     ClaimRef,
     Completion,
     Consumer,
+    DeadLetterKey,
+    DeadLetterQuery,
     Limits,
     LogSpec,
     NewEvent,
     SnapshotWrite,
     Target,
+    WorkerBeat,
 )
 from a2pg.contract.limits import EARLIEST_TIME, LATEST_TIME, MAX_ATTEMPT, MAX_INDEX
 from a2pg.contract.render import show
@@ -386,6 +389,118 @@ error_text = mix(
 )
 
 
+def one_hostile(
+    valid: dict[str, SearchStrategy[Any]], hostile: dict[str, SearchStrategy[Any]]
+) -> SearchStrategy[dict[str, Any]]:
+    """Fields (or arguments) all drawn from ``valid`` but at most one, drawn from ``hostile``:
+    a value that gets past every other check, so the hostile one meets its own (with a
+    dozen fields, drawing each from ``mix`` would almost never let one through)."""
+    return st.sampled_from([None, *hostile]).flatmap(
+        lambda bad: st.fixed_dictionaries({**valid, **({} if bad is None else {bad: hostile[bad]})})
+    )
+
+
+def built(cls: Any, fields: SearchStrategy[dict[str, Any]]) -> SearchStrategy[Any]:
+    return fields.map(lambda kwargs: cls(**kwargs))
+
+
+dead_letter_key = mix(
+    st.sampled_from(
+        [
+            DeadLetterKey("t", "c", "", 0),
+            DeadLetterKey("t", "c", "", 1),
+            DeadLetterKey("s", "c", "", 1),
+        ]
+    ),
+    st.builds(
+        DeadLetterKey,
+        session_id,
+        consumer_name,
+        st.one_of(st.just(""), text(["x", "y"], LIMITS.max_name_length, LIMITS.max_name_bytes)),
+        index,
+    ),
+    MODEL_GARBAGE,
+    st.builds(ClaimRef, consumer_name, lane, index),
+)
+"""A page's end: the seeded dead letter's key and those around it, else hostile fields
+(an empty lane names an event cursor) or another kind of object."""
+dead_letter_query = mix(
+    built(
+        DeadLetterQuery,
+        one_hostile(
+            {
+                "consumer": st.sampled_from([None, "c", "d"]),
+                "error": st.sampled_from([None, "boom", "BOOM", "oO", "bang"]),
+                "session_prefix": st.sampled_from([None, "t", "s"]),
+                "after": st.one_of(st.none(), dead_letter_key),
+                "limit": st.sampled_from([1, 2, 100]),
+            },
+            {
+                "consumer": consumer_name,
+                "error": text(
+                    ["b", "a2", "\\u0000"], LIMITS.max_error_length, 4 * LIMITS.max_error_length
+                ),
+                "session_prefix": text(
+                    ["", "T", "%", "_", "tt"],
+                    LIMITS.max_session_id_length,
+                    LIMITS.max_session_id_bytes,
+                ),
+                "after": dead_letter_key,
+                "limit": mix(st.integers(1, LIMITS.max_page_size + 1), st.sampled_from(INTS)),
+            },
+        ),
+    ),
+    MODEL_GARBAGE,
+    st.just(WorkerBeat("w", "box", 1, (), 1, NOW, 0, "1", 5.0)),
+)
+"""Filters matching the seeded dead letter (error ``boom`` of ``c`` in ``t``) or not, a
+filter's case, the wildcards a LIKE would honour, text limits (an error filter's is
+``max_error_length``), page sizes past ``max_page_size``; else not a query at all."""
+natural = mix(st.integers(0, 8), st.sampled_from(INTS))
+worker_beat = mix(
+    built(
+        WorkerBeat,
+        one_hostile(
+            {
+                "holder": st.sampled_from(["w", "v"]),
+                "host": st.sampled_from(["box", "b2"]),
+                "pid": st.sampled_from([1, 2]),
+                "consumers": st.sampled_from([(), ("c",), ("c", "audit"), ["d"]]),
+                "concurrency": st.integers(1, 8),
+                "started_at": st.sampled_from([NOW, NOW - timedelta(hours=3)]),
+                "in_flight": st.integers(0, 8),
+                "version": st.sampled_from(["0.1.0", "1"]),
+                "interval": st.sampled_from([1.0, 5.0, 10]),
+                "completed": st.integers(0, 100),
+                "failed": st.integers(0, 100),
+            },
+            {
+                "holder": holder,
+                "host": name,
+                "pid": natural,
+                "consumers": mix(
+                    listing(consumer_name, LIMITS.max_consumers, "c"),
+                    st.sampled_from([tuple(CONSUMERS), [*CONSUMERS, "f"], ("c", "d", "c")]),
+                ),
+                "concurrency": natural,
+                "started_at": moment,
+                "in_flight": natural,
+                "version": name,
+                "interval": seconds,
+                "completed": natural,
+                "failed": natural,
+            },
+        ),
+    ),
+    MODEL_GARBAGE,
+    st.just(DeadLetterQuery()),
+)
+"""Beats of the seeded worker ``w`` (host ``box``, pid 1: the same process, or another)
+and of ``v``, one field at a time hostile: counts at and past their bounds (pid and
+concurrency at most 2**31 - 1, completed 2**63 - 1), consumers past the limit or named
+twice, bad times and intervals; else another object."""
+
+
 @dataclass(frozen=True)
 class Case:
     """One call: the operation's name and its arguments (``OMIT`` keywords left out)."""
@@ -417,6 +532,56 @@ def _case(
         lambda a, k: Case(op, tuple(a), dict(k)), st.tuples(*args), st.fixed_dictionaries(kwargs)
     )
 
+
+def _one_hostile_case(
+    op: str,
+    positional: list[str],
+    valid: dict[str, SearchStrategy[Any]],
+    hostile: dict[str, SearchStrategy[Any]],
+) -> SearchStrategy[Case]:
+    """A call whose arguments are all valid but at most one (see ``one_hostile``); those
+    named in ``positional`` are passed by position, in that order."""
+
+    def call(drawn: dict[str, Any]) -> Case:
+        args = tuple(drawn[key] for key in positional)
+        return Case(op, args, {k: v for k, v in drawn.items() if k not in positional})
+
+    return one_hostile(valid, hostile).map(call)
+
+
+SEEDED_COMPLETIONS = [
+    Completion("s", "c", None, 1, 1),
+    Completion("s", "c", None, 1, 1, [NewEvent("a", id="r1", targets=[Target("d", "x")])]),
+    Completion("s", "c", None, 1, 2),
+    Completion("s", "d", "x", 2, 1),
+    Completion("t", "c", None, 1, 1),
+]
+"""The seeded live claim (``c`` at 1 in ``s``), its next attempt, an unclaimed lane head
+and the dead-lettered attempt."""
+complete_and_claim = _one_hostile_case(
+    "complete_and_claim",
+    ["completions"],
+    {
+        "completions": st.lists(st.sampled_from(SEEDED_COMPLETIONS), max_size=2),
+        "holder": st.sampled_from(["w", "v"]),
+        "ttl": st.sampled_from([30, 1.5]),
+        "consumers": st.sampled_from([OMIT, None, [Consumer("c")], [Consumer("d")]]),
+        "limit": st.sampled_from([OMIT, 1, LIMITS.max_claim_limit]),
+        "max_failures": st.sampled_from([OMIT, None, 1, 3]),
+    },
+    {
+        "completions": listing(
+            completion, LIMITS.max_completions, Completion("s", "c", None, 1, 1)
+        ),
+        "holder": holder,
+        "ttl": seconds,
+        "consumers": consumers,
+        "limit": mix(st.integers(1, LIMITS.max_claim_limit + 1), st.sampled_from(INTS)),
+        "max_failures": optional(count),
+    },
+)
+"""The seeded completions (repeated, in one batch, is a case too) and a claim, one
+argument at a time hostile."""
 
 OPERATIONS: dict[str, SearchStrategy[Case]] = {
     "append": _case("append", session_id, events, consumers=consumers, origin_index=bound),
@@ -522,6 +687,18 @@ OPERATIONS: dict[str, SearchStrategy[Case]] = {
         after=st.one_of(st.just(OMIT), st.none(), session_id),
         limit=st.one_of(st.just(OMIT), mix(st.integers(1, 101), st.sampled_from(INTS))),
     ),
+    "complete_and_claim": complete_and_claim,
+    "find_dead_letters": _case("find_dead_letters", dead_letter_query),
+    "consumer_stats": _case("consumer_stats"),
+    "heartbeat": _case("heartbeat", worker_beat),
+    "forget_workers": _case(
+        "forget_workers",
+        mix(
+            listing(holder, LIMITS.max_page_size, "w"),
+            st.sampled_from([[f"w{n}" for n in range(LIMITS.max_page_size)], ["w", "w"]]),
+        ),
+    ),
+    "workers": _case("workers"),
     "presence.write": _case(
         "presence.write",
         name,
@@ -535,7 +712,18 @@ OPERATIONS: dict[str, SearchStrategy[Case]] = {
 }
 
 READ_ONLY = frozenset(
-    {"read", "cursors", "dead_letters", "read_state", "stream", "registered_consumers", "sessions"}
+    {
+        "read",
+        "cursors",
+        "dead_letters",
+        "read_state",
+        "stream",
+        "registered_consumers",
+        "sessions",
+        "find_dead_letters",
+        "consumer_stats",
+        "workers",
+    }
 )
 """Operations that write nothing even when they succeed (``presence.read`` sweeps)."""
 

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from a2pg import A2Error, ClaimRef, Consumer, LogSpec, SnapshotWrite, Target
+from a2pg import A2Error, ClaimRef, Consumer, LogSpec, SnapshotWrite, Target, WorkerBeat
 from a2pg.memory import MemoryStore
 from a2pg.postgres import PostgresStore
 from a2pg.postgres.layout import TABLES
@@ -187,7 +187,8 @@ class Pair:
 
     async def reset(self, advance: float) -> None:
         """Empty stores, seeded alike: live claims, a lane queue, a dead letter, a log
-        consumer, a pinned snapshot, presence; then the clock moves ``advance`` seconds."""
+        consumer, a pinned snapshot, presence, a worker's beat; then the clock moves
+        ``advance`` seconds."""
         await self.memory.close()
         self.memory = MemoryStore(clock=self.clock, ids=self.ids[0], limits=LIMITS)
         await self.other.empty()
@@ -268,6 +269,7 @@ async def seed(store: Store) -> None:
         "t", consumer="c", lane=None, index=1, attempt=1, error="boom", max_failures=1
     )
     await store.presence.write("room", "ann", {"f": 1}, at=NOW, seen=None, ttl=60)
+    await store.heartbeat(WorkerBeat("w", "box", 1, ("c",), 2, NOW, 1, "0.1.0", 5.0))
 
 
 def run_hostile(opener: Callable[[StepClock, CaseIds], Awaitable[Other]]) -> None:

@@ -106,6 +106,9 @@ class ModelMachine(RuleBasedStateMachine):
     def has_events(self) -> bool:
         return any(self.info(s).head for s in u.SESSIONS)
 
+    def has_dead_letters(self) -> bool:
+        return bool(self.seen("find_dead_letters()"))
+
     # -- what the steps handed out ---------------------------------------------------------
 
     def has_attempts(self) -> bool:

@@ -13,6 +13,23 @@ from a2pg.store import Store
 from .pair import Outcome, outcome
 from .universe import NAMESPACE, SESSIONS
 
+OBSERVED = frozenset(
+    {
+        "read",
+        "cursors",
+        "dead_letters",
+        "read_state",
+        "sessions",
+        "consumer_stats",
+        "find_dead_letters",
+        "registered_consumers",
+        "workers",
+        "presence.read",
+    }
+)
+"""The Store members ``observe`` reads after every step (``tests/test_surface.py`` checks
+this against the names of the parts it returns)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Folds:
@@ -27,8 +44,8 @@ class Folds:
 async def observe(store: Store, folds: Sequence[Folds]) -> dict[str, Outcome[Any]]:
     """Every observable part of the store, by name: per session its log, cursors, dead
     letters and folded states; the session list (which shows any session a call created
-    by mistake), every consumer's counts and dead letters, the registry and presence.
-    The calls run concurrently."""
+    by mistake), every consumer's counts and dead letters, the registry, the workers'
+    rows and presence. The calls run concurrently."""
     calls: dict[str, Awaitable[Any]] = {}
     for session_id in SESSIONS:
         calls[f"read({session_id})"] = store.read(session_id)
@@ -42,6 +59,7 @@ async def observe(store: Store, folds: Sequence[Folds]) -> dict[str, Outcome[Any
     calls["consumer_stats()"] = store.consumer_stats()
     calls["find_dead_letters()"] = store.find_dead_letters(DeadLetterQuery())
     calls["registered_consumers()"] = store.registered_consumers()
+    calls["workers()"] = store.workers()
     calls[f"presence.read({NAMESPACE})"] = store.presence.read(NAMESPACE)
     results = await asyncio.gather(*(outcome(call) for call in calls.values()))
     return dict(zip(calls, results, strict=True))

@@ -96,6 +96,13 @@ REGISTRATIONS: tuple[list[Consumer], ...] = (
 )
 UNREGISTRATIONS: tuple[list[str], ...] = ([AUDIT], [FEED], [AUDIT, FEED], [], [JOB])
 
+PROCESSES = (("box", 1), ("box", 2), ("other", 1))
+"""A worker's host and pid: a holder beating from another process starts its row again."""
+FORGETS: tuple[list[str], ...] = ([HOLDERS[0]], [HOLDERS[1]], list(HOLDERS), [], ["h3"])
+ERROR_FILTERS = (None, "boom", "BANG", "b", "x")
+"""``find_dead_letters``' error filters: the failures' errors (``boom``, ``bang``), in
+another case, a letter both hold, one neither does."""
+
 PAYLOADS: st.SearchStrategy[JSON] = st.sampled_from([None, 1, "x", {"n": 1}, [1, 2]])
 sessions = st.sampled_from(SESSIONS)
 any_session = st.sampled_from((*SESSIONS, *SESSIONS, NOWHERE))
