@@ -12,6 +12,7 @@ from .errors import (
     PartialDuplicateBatch,
     SessionCleared,
     StoreNotConfigured,
+    StoreUnavailable,
     SupersededAttempt,
 )
 from .models import (
@@ -114,6 +115,7 @@ __all__ = [
     "StateRead",
     "Store",
     "StoreNotConfigured",
+    "StoreUnavailable",
     "StoredEvent",
     "Superseded",
     "SupersededAttempt",

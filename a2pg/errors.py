@@ -11,6 +11,7 @@ ErrorCode = Literal[
     "SESSION_CLEARED",
     "SUPERSEDED_ATTEMPT",
     "INVALID_ARGUMENT",
+    "STORE_UNAVAILABLE",
 ]
 
 
@@ -79,6 +80,15 @@ class InvalidArgument(A2Error):
     """Bad input: rejected before anything is written."""
 
     default_code = "INVALID_ARGUMENT"
+
+
+class StoreUnavailable(A2Error):
+    """The store's database cannot be reached, or answered with an outage: a connection
+    refused or lost, a pool that timed out, a SQLite file that cannot be opened or stays
+    locked past its busy timeout. The stores raise their driver's own errors; the CLI and
+    the dashboard read those as this code (``a2pg.backends.classify``)."""
+
+    default_code = "STORE_UNAVAILABLE"
 
 
 def invalid(message: str) -> InvalidArgument:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,6 +85,10 @@ class Ledger:
         """Events these sessions hold (the sum of their heads)."""
         return (await self._row(EVENTS_IN, schema, ids=list(ids)))[0]
 
+    def of(self, schema: str) -> SchemaLedger:
+        """These reads in one schema (``phases.Ledger``, which names no schema)."""
+        return SchemaLedger(self, schema)
+
     async def machine(self) -> dict[str, Any]:
         """What the figures depend on: cores, server and its durability, Python, date."""
         found: dict[str, str] = {}
@@ -104,6 +109,26 @@ class Ledger:
         await self.conn.execute(
             sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema))
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaLedger:
+    """A ledger's reads of the store in one schema."""
+
+    ledger: Ledger
+    schema: str
+
+    async def live_heads(self, ids: Sequence[str]) -> int:
+        return await self.ledger.live_heads(self.schema, ids)
+
+    async def done(self, ids: Sequence[str], consumer: str) -> tuple[int, int]:
+        return await self.ledger.done(self.schema, ids, consumer)
+
+    async def lane_done(self, ids: Sequence[str], consumer: str) -> tuple[int, int]:
+        return await self.ledger.lane_done(self.schema, ids, consumer)
+
+    async def events_in(self, ids: Sequence[str]) -> int:
+        return await self.ledger.events_in(self.schema, ids)
 
 
 def load_average() -> list[float] | None:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..backends import Site
 from ..models import NewEvent, Target
 from ..store import Store
 from .config import APPEND_TASKS, BenchConfig
@@ -44,30 +45,26 @@ NOTIFY_PAUSE = 0.02
 
 
 class Ledger(Protocol):
-    """What a phase reads of its own sessions straight from the tables: ``ledger.Ledger``
-    on PostgreSQL, ``a2pg.sqlite.probe.SqliteProbe`` on SQLite."""
+    """What a phase reads of its own sessions straight from the store's tables: a
+    ``ledger.Ledger`` in one schema on PostgreSQL, ``a2pg.sqlite.probe.SqliteProbe``."""
 
-    async def live_heads(self, schema: str, ids: Sequence[str]) -> int: ...
+    async def live_heads(self, ids: Sequence[str]) -> int: ...
 
-    async def done(self, schema: str, ids: Sequence[str], consumer: str) -> tuple[int, int]: ...
+    async def done(self, ids: Sequence[str], consumer: str) -> tuple[int, int]: ...
 
-    async def lane_done(
-        self, schema: str, ids: Sequence[str], consumer: str
-    ) -> tuple[int, int]: ...
+    async def lane_done(self, ids: Sequence[str], consumer: str) -> tuple[int, int]: ...
 
-    async def events_in(self, schema: str, ids: Sequence[str]) -> int: ...
+    async def events_in(self, ids: Sequence[str]) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Where:
-    """The database a phase runs in: where workers connect, the schema, the store and ledger;
-    ``sqlite``: ``dsn`` is the path of a SQLite file (``schema`` unused)."""
+    """The database a phase runs in: its site (where the worker processes open their
+    stores), the bench's store on it and the ledger reading its tables."""
 
-    dsn: str
-    schema: str
+    site: Site
     store: Store
     ledger: Ledger
-    sqlite: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +111,7 @@ async def fill(store: Store, prefix: str, sizes: list[int], consumer: str) -> li
 
 
 async def _until_drained(where: Where, ids: list[str], started: float) -> float:
-    while await where.ledger.live_heads(where.schema, ids):
+    while await where.ledger.live_heads(ids):
         if time.perf_counter() - started > DRAIN_TIMEOUT:
             raise BenchFailed(f"a drain did not finish in {DRAIN_TIMEOUT:.0f} s")
         await asyncio.sleep(DRAIN_POLL)
@@ -139,9 +136,7 @@ async def drain(
     ``fresh`` spawns the processes (see ``Pool``): slower to start, but their peak RSS is
     their own."""
     app, consumer = ("chain", CHAIN_CONSUMER) if chain else ("drain", DRAIN_CONSUMER)
-    spec = WorkerSpec(
-        where.dsn, where.schema, app, concurrency, pool_size=pool_size, sqlite=where.sqlite
-    )
+    spec = WorkerSpec(where.site, app, concurrency, pool_size=pool_size)
     pool = Pool([spec] * processes, fresh=fresh)
     await pool.start()
     try:
@@ -152,7 +147,7 @@ async def drain(
         stats = await pool.finish()
     units = 2 * events if chain else events
     completed = sum(s.get("completed", 0) for s in stats)
-    done, first = await where.ledger.done(where.schema, ids, consumer)
+    done, first = await where.ledger.done(ids, consumer)
     checks = [
         Check(
             f"{label}: the workers completed each unit once",
@@ -166,8 +161,8 @@ async def drain(
         ),
     ]
     if chain:
-        lane_done, lane_first = await where.ledger.lane_done(where.schema, ids, LANE_CONSUMER)
-        stored = await where.ledger.events_in(where.schema, ids)
+        lane_done, lane_first = await where.ledger.lane_done(ids, LANE_CONSUMER)
+        stored = await where.ledger.events_in(ids)
         checks.append(
             Check(
                 f"{label}: every chained lane event appended and completed",
@@ -217,16 +212,7 @@ async def appends(store: Store, c: BenchConfig, tag: str) -> tuple[float, float]
 async def latency(where: Where, c: BenchConfig, tag: str, *, listen: bool) -> list[float]:
     """Seconds from ``append()`` returning to the handler starting, one idle worker."""
     poll = 1.0 if listen else c.poll_interval
-    spec = WorkerSpec(
-        where.dsn,
-        where.schema,
-        "ping",
-        1,
-        c.pool_size,
-        poll_interval=poll,
-        listen=listen,
-        sqlite=where.sqlite,
-    )
+    spec = WorkerSpec(where.site, "ping", 1, c.pool_size, poll_interval=poll, listen=listen)
     pool = Pool([spec])
     await pool.start()
     pool.release()

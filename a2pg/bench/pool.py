@@ -15,6 +15,7 @@ STARTUP_TIMEOUT = 60.0
 RESULT_TIMEOUT = 30.0
 PRELOAD = [
     "a2pg.bench.worker",
+    "a2pg.backends",
     "a2pg.postgres",
     "a2pg.sqlite",
     "a2pg.worker",

@@ -1,78 +1,95 @@
-"""``a2pg bench``: a2pg's figures beside the machine's own commit ceiling, measured in each run.
+"""``a2pg bench``: a2pg's figures beside the database's own write ceiling, measured in each run.
 
-Each run measures the commit ceiling (``ceiling.py``) on every connection count N a
-phase uses, then every phase (``phases.py``, ``history.py``); each a2pg figure is
-also a ratio to that run's ceiling on the phase's N. N is the phase's connection
-count: P worker processes x ``pool_size`` (each worker's store pool is opened at that
-size, min = max) for drains; the ``APPEND_TASKS`` appending tasks for appends. The
-report keeps, per figure, every run, the median, the spread (min-max) of the figure
-and of its ratio, and the target it is held to.
+One phase sequence for every backend. Each run measures the ceiling (the side's: N raw
+connections committing on PostgreSQL, N processes on a SQLite file) on every N a phase
+uses, then every phase (``phases.py``): drains by P worker processes, the chain, the
+appends, the wake latency with the backend's signal and by polling only, and where the
+backend has them the memory phase and the history drains (``history.py``). Each figure
+is also a ratio to that run's ceiling on the phase's N (``Shape.writers``). The report
+keeps, per figure, every run, the median, the spread (min-max) of the figure and of
+its ratio, and the target it is held to.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from ..postgres.connect import open_store
-from ..postgres.layout import DEFAULT_SCHEMA
-from . import ceiling, history, phases
+from ..backends import Site
+from ..errors import invalid
+from . import phases
 from .config import APPEND_TASKS, BenchConfig
 from .figures import FigureSet
-from .ledger import Ledger, load_average
+from .history import check
+from .ledger import load_average
 from .phases import Where
+from .postgres_side import SHAPE as POSTGRES
+from .postgres_side import PostgresSide
+from .side import Shape, Side
+from .sqlite_side import SHAPE as SQLITE
+from .sqlite_side import SqliteSide
 from .stats import Figure, percentile
+from .sync import Sync
 
 MB = 1024 / 1_000_000
 """MB (10^6 bytes) per KiB."""
+
+SIDES: Mapping[str, tuple[Shape, Callable[[Site, BenchConfig, Sync], Side]]] = {
+    "postgres": (POSTGRES, PostgresSide),
+    "sqlite": (SQLITE, SqliteSide),
+}
+"""What the bench measures differently on each backend of ``a2pg.backends``."""
 
 
 class Bench(FigureSet):
     """The figures and checks of one ``a2pg bench``, filled run by run."""
 
-    def __init__(self, c: BenchConfig) -> None:
-        most, pool = c.most_processes, c.pool_size
-        self.ns = sorted({APPEND_TASKS, pool, *(p * pool for p in c.process_counts)})
-        figures = [Figure(f"ceiling_{n}", f"commit ceiling, N={n}", "commits/s") for n in self.ns]
+    def __init__(self, c: BenchConfig, shape: Shape) -> None:
+        self.shape = shape
+        most, pool, writers = c.most_processes, c.pool_size, shape.writers
+        appends = writers(1, APPEND_TASKS)
+        memory = [writers(1, pool)] if shape.memory else []
+        self.ns = sorted({appends, *memory, *(writers(p, pool) for p in c.process_counts)})
+        figures = [Figure(f"ceiling_{n}", shape.ceiling(n), "commits/s") for n in self.ns]
         figures += [
-            Figure(f"drain_p{p}", f"drain, P={p}", "events/s", p * pool) for p in c.process_counts
+            Figure(f"drain_p{p}", f"drain, P={p}", "events/s", writers(p, pool))
+            for p in c.process_counts
         ]
+        wake, signal = shape.wake
         figures += [
-            Figure("chain", f"chain to a lane, P={most}", "completions/s", most * pool),
-            Figure(
-                "append_single", f"append, single ({APPEND_TASKS} tasks)", "events/s", APPEND_TASKS
-            ),
-            Figure("append_batch", f"append, batches of {c.batch_size}", "events/s", APPEND_TASKS),
-            Figure("wake_notify_p50", "wake latency, NOTIFY, p50", "ms"),
-            Figure("wake_notify_p99", "wake latency, NOTIFY, p99", "ms"),
+            Figure("chain", f"chain to a lane, P={most}", "completions/s", writers(most, pool)),
+            Figure("append_single", f"append, single ({APPEND_TASKS} tasks)", "events/s", appends),
+            Figure("append_batch", f"append, batches of {c.batch_size}", "events/s", appends),
+            Figure(f"wake_{wake}_p50", f"wake latency, {signal}, p50", "ms"),
+            Figure(f"wake_{wake}_p99", f"wake latency, {signal}, p99", "ms"),
             Figure("wake_poll_p50", f"wake latency, polling {c.poll_interval:g}s, p50", "ms"),
             Figure("wake_poll_p99", f"wake latency, polling {c.poll_interval:g}s, p99", "ms"),
-            Figure(
-                "history_base",
-                f"drain, {c.history_base:,} done in store, P={most}",
-                "events/s",
-                most * pool,
-            ),
-            Figure(
-                "history_full",
-                f"drain, {c.history:,} done in store, P={most}",
-                "events/s",
-                most * pool,
-            ),
-            Figure("history_ratio", f"history drain {c.history:,} / {c.history_base:,}", "x"),
-            Figure(
-                "memory_drain",
-                f"drain, P=1 at concurrency {c.memory_concurrency}",
-                "events/s",
-                pool,
-            ),
-            Figure("worker_rss", f"worker peak RSS at concurrency {c.memory_concurrency}", "MB"),
         ]
+        if shape.history:
+            n = writers(most, pool)
+            figures += [
+                Figure(key, f"drain, {size:,} done in store, P={most}", "events/s", n)
+                for key, size in (("history_base", c.history_base), ("history_full", c.history))
+            ]
+            ratio = f"history drain {c.history:,} / {c.history_base:,}"
+            figures.append(Figure("history_ratio", ratio, "x"))
+        if shape.memory:
+            drain = f"drain, P=1 at concurrency {c.memory_concurrency}"
+            rss = f"worker peak RSS at concurrency {c.memory_concurrency}"
+            figures += [
+                Figure("memory_drain", drain, "events/s", writers(1, pool)),
+                Figure("worker_rss", rss, "MB"),
+            ]
         super().__init__(c, figures)
 
     def report(self) -> dict[str, Any]:
         data = self.figures_json()
+        if not self.shape.targets:
+            for figure in data.values():
+                figure["target"] = None
         targets = [
             {"figure": key, "name": f["name"], **f["target"]}
             for key, f in data.items()
@@ -81,63 +98,45 @@ class Bench(FigureSet):
         return self.report_with(data, targets)
 
 
-async def run_bench(dsn: str, schema: str | None, c: BenchConfig, log: TextIO) -> dict[str, Any]:
-    """Measures everything ``c.runs`` times; returns the report ``a2pg bench --json`` prints."""
-    base = schema or DEFAULT_SCHEMA
-    await history.migrate(dsn, base)
-    bench = Bench(c)
-    ledger = await Ledger.connect(dsn)
-    table = ceiling.scratch_name()
-    stores: list[str] = []
-    try:
-        machine = await ledger.machine()
-        machine["load_average_start"] = load_average()
-        await ceiling.create_table(ledger.conn, base, table)
-        for size in (c.history_base, c.history):
-            name = history.schema_name(base, size)
-            stores.append(name)
-            log.write(f"loading {size:,} completed events into schema {name}...")
-            log.flush()
-            await history.migrate(dsn, name)
-            await history.load(ledger, name, size, log)
-            log.write(" done\n")
+def check_sync(site: Site, sync: Sync) -> None:
+    """``--sync off`` only where it applies (INVALID_ARGUMENT elsewhere)."""
+    refused = SIDES[site.backend][0].no_sync
+    if sync != "on" and refused is not None:
+        raise invalid(refused)
+
+
+async def run_bench(
+    site: Site, c: BenchConfig, log: TextIO, *, sync: Sync = "on", where: str = "the given"
+) -> dict[str, Any]:
+    """Measures everything ``c.runs`` times on ``site`` (migrated first; its sessions stay
+    behind); returns the report ``a2pg bench --json`` prints, its ``database`` the
+    database as ``where`` calls it (``a2pg.backends.Site.throwaway``)."""
+    check_sync(site, sync)
+    shape, make = SIDES[site.backend]
+    side = make(site, c, sync)
+    bench = Bench(c, shape)
+    tag = uuid.uuid4().hex[:8]
+    async with side.running(log) as machine:
         for run in range(1, c.runs + 1):
-            await _one_run(bench, dsn, base, table, stores, ledger, run, log)
+            await _one_run(bench, site, side, f"{tag}-{run}", run, log)
         machine["load_average_runs"] = bench.loads
         machine["load_average_end"] = load_average()
-    finally:
-        await ceiling.drop_table(ledger.conn, base, table)
-        for name in stores:
-            await ledger.drop_schema(name)
-        await ledger.close()
     return {
         "machine": machine,
         "config": dataclasses.asdict(c),
-        "ceiling": {
-            "shape": ceiling.SHAPE,
-            "connections": bench.ns,
-            "how": "N raw psycopg connections, not autocommit, one thread each, "
-            "in min(N, CPU cores) processes, for ceiling_seconds",
-            "n": f"the phase's connection count: P worker processes x pool_size {c.pool_size} "
-            f"for drains, {APPEND_TASKS} tasks for appends",
-        },
+        "ceiling": _ceiling(side.ceiling_report(), bench.ns),
         **bench.report(),
+        "database": f"{where} {side.server}",
     }
 
 
-async def _one_run(
-    bench: Bench,
-    dsn: str,
-    base: str,
-    table: str,
-    stores: list[str],
-    ledger: Ledger,
-    run: int,
-    log: TextIO,
-) -> None:
+def _ceiling(report: dict[str, str], ns: list[int]) -> dict[str, Any]:
+    return {"shape": report["shape"], "connections": ns, "how": report["how"], "n": report["n"]}
+
+
+async def _one_run(bench: Bench, site: Site, side: Side, tag: str, run: int, log: TextIO) -> None:
     """One run: the ceilings, then every phase, each figure recorded with its ratio."""
     c = bench.c
-    tag = f"{table[-8:]}-{run}"
 
     def say(text: str) -> None:
         log.write(text)
@@ -149,10 +148,10 @@ async def _one_run(
     ceilings: dict[int, float] = {}
     for n in bench.ns:
         say(f" N={n}...")
-        ceilings[n] = await ceiling.measure(ledger.conn, dsn, base, table, n, c.ceiling_seconds)
+        ceilings[n] = await side.ceiling(n, c.ceiling_seconds)
         bench.add(f"ceiling_{n}", ceilings[n], ceilings)
-    async with open_store(dsn, base) as store:
-        where = Where(dsn, base, store, ledger)
+    async with site.open_store() as store:
+        where = Where(site, store, side.ledger(site))
         for p in c.process_counts:
             say(f" drain P={p}...")
             result = await phases.drain(
@@ -183,36 +182,63 @@ async def _one_run(
         single, batched = await phases.appends(store, c, tag)
         bench.add("append_single", single, ceilings)
         bench.add("append_batch", batched, ceilings)
-        for listen, mode in ((True, "notify"), (False, "poll")):
+        for listen, mode in ((True, bench.shape.wake[0]), (False, "poll")):
             say(f" latency ({mode})...")
             samples = await phases.latency(where, c, tag, listen=listen)
             bench.add(f"wake_{mode}_p50", percentile(samples, 50) * 1000, ceilings)
             bench.add(f"wake_{mode}_p99", percentile(samples, 99) * 1000, ceilings)
-        say(" memory...")
-        result = await phases.drain(
-            where,
-            label=f"run {run} memory",
-            prefix=f"bench-{tag}-memory",
-            events=c.memory_events,
-            sessions=c.sessions,
-            processes=1,
-            concurrency=c.memory_concurrency,
-            pool_size=c.pool_size,
-            fresh=True,
-        )
-        bench.drained("memory_drain", result, ceilings)
-        bench.add("worker_rss", result.peak_rss_kb * MB, ceilings)
+        if bench.shape.memory:
+            await _memory(bench, where, tag, run, ceilings, say)
+    if bench.shape.history:
+        await _histories(bench, side, tag, run, ceilings, say)
+    say(f" done in {time.monotonic() - began:.0f} s\n")
+
+
+async def _memory(
+    bench: Bench,
+    where: Where,
+    tag: str,
+    run: int,
+    ceilings: dict[int, float],
+    say: Callable[[str], None],
+) -> None:
+    """A drain by one spawned worker process, whose peak RSS is its own."""
+    c = bench.c
+    say(" memory...")
+    result = await phases.drain(
+        where,
+        label=f"run {run} memory",
+        prefix=f"bench-{tag}-memory",
+        events=c.memory_events,
+        sessions=c.sessions,
+        processes=1,
+        concurrency=c.memory_concurrency,
+        pool_size=c.pool_size,
+        fresh=True,
+    )
+    bench.drained("memory_drain", result, ceilings)
+    bench.add("worker_rss", result.peak_rss_kb * MB, ceilings)
+
+
+async def _histories(
+    bench: Bench,
+    side: Side,
+    tag: str,
+    run: int,
+    ceilings: dict[int, float],
+    say: Callable[[str], None],
+) -> None:
+    """The same drain in stores that differ only in how much finished work they keep."""
+    c = bench.c
     rates: list[float] = []
-    for key, name, size in zip(
-        ("history_base", "history_full"), stores, (c.history_base, c.history), strict=True
-    ):
-        say(f" history {size:,}...")
-        async with open_store(dsn, name) as store:
+    for history in side.histories:
+        say(f" history {history.size:,}...")
+        async with history.site.open_store() as store:
             if run == 1:
-                bench.checks.append(await history.check(store, size))
+                bench.checks.append(await check(store, history.size))
             result = await phases.drain(
-                Where(dsn, name, store, ledger),
-                label=f"run {run} drain, {size:,} done in store",
+                Where(history.site, store, side.ledger(history.site)),
+                label=f"run {run} drain, {history.size:,} done in store",
                 prefix=f"bench-{tag}-history",
                 events=c.history_events,
                 sessions=c.sessions,
@@ -220,8 +246,7 @@ async def _one_run(
                 concurrency=c.concurrency,
                 pool_size=c.pool_size,
             )
-        await history.forget(ledger, name, result.ids)
-        bench.drained(key, result, ceilings)
+        await side.forget(history, result.ids)
+        bench.drained(history.key, result, ceilings)
         rates.append(result.rate)
     bench.add("history_ratio", rates[1] / rates[0], ceilings)
-    say(f" done in {time.monotonic() - began:.0f} s\n")

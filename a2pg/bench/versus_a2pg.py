@@ -18,7 +18,7 @@ from psycopg import sql
 
 from ..models import Head, NewEvent, Target
 from ..postgres import PostgresStore
-from ..postgres.connect import env_pooler, env_prepare
+from ..postgres.backend import env_pooler, env_prepare
 from ..postgres.layout import TABLES
 from ..worker import App, Worker
 from .ledger import Ledger

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
 import resource
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..backends import Site
 from ..models import Head, NewEvent, Target
 from ..store import Store
 from ..worker.app import App
@@ -70,15 +70,13 @@ async def _until(event: Any, interval: float) -> None:
 class WorkerSpec:
     """What one bench worker process runs (picklable: it crosses a spawn)."""
 
-    dsn: str
-    schema: str
+    site: Site
+    """Where it opens its store (with a pool of ``pool_size``, where the backend pools)."""
     app: str  # a key of APPS
     concurrency: int
     pool_size: int = 10
     poll_interval: float = 1.0
     listen: bool = True
-    sqlite: bool = False
-    """``dsn`` is the path of a SQLite file."""
 
 
 def peak_rss_kb() -> int:
@@ -101,31 +99,11 @@ def worker_process(
     results.put(stats)
 
 
-async def _open(spec: WorkerSpec) -> Store:
-    if spec.sqlite:
-        from ..sqlite import SqliteStore
-
-        return await SqliteStore.open(spec.dsn)
-    from ..postgres import PostgresStore
-    from ..postgres.connect import env_pooler, env_prepare
-
-    store: Store = await PostgresStore.open(  # the pooler settings come as open_store's do
-        spec.dsn,
-        schema=spec.schema,
-        min_size=spec.pool_size,
-        max_size=spec.pool_size,
-        prepare=env_prepare(os.environ),
-        pooler=env_pooler(os.environ) or "none",
-    )
-    return store
-
-
 async def _serve(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> dict[str, int]:
     from ..worker.polling import PollingOnly
     from ..worker.runtime import Worker
 
-    store = await _open(spec)
-    try:
+    async with spec.site.open_store(pool_size=spec.pool_size) as store:
         served: Store = store if spec.listen else PollingOnly(store)
         worker = Worker(
             served,
@@ -146,5 +124,3 @@ async def _serve(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> dict[str, 
             await waiting
         await running
         return {**dataclasses.asdict(worker.stats), "rss_peak_kb": peak_rss_kb()}
-    finally:
-        await store.close()

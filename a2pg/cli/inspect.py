@@ -1,31 +1,37 @@
-"""The inspection commands: ``sessions``, ``cursors``, ``dead-letters``, ``redrive``, ``tail``."""
+"""The inspection commands: ``sessions``, ``cursors``, ``dead-letters`` (``redrive`` is in
+``operate``, ``tail`` in its own module)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import shlex
-import signal
-import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from ..models import ANY_LANE, AnyLane
 from . import output as out
-from .common import EXIT_NOT_FOUND, EXIT_OK, fail, open_cli_store
+from .common import EXIT_OK, AddCommand, Command, open_cli_store, require_session
+from .options import positive_int
 
 if TYPE_CHECKING:
-    from ..models import Head, RedriveAction
+    from ..models import Head
     from ..store import Store
 
 SESSION_PAGE = 100
 
 
-async def require_session(store: Store, session_id: str) -> None:
-    """Exit 5 for a session with no events: the store keeps nothing else about one."""
-    if not await store.read(session_id, limit=1):
-        fail(EXIT_NOT_FOUND, f"unknown session '{session_id}'")
+def add_parsers(command: AddCommand) -> None:
+    """``sessions``, ``cursors``, ``dead-letters``."""
+    sessions = command(
+        "sessions", "list sessions: head, clear index, pending, blocked, dead letters, last event"
+    )
+    sessions.add_argument("--after", default=None, help="list sessions after this id")
+    sessions.add_argument("--limit", type=positive_int, default=100, help="at most this many")
+
+    cursors = command("cursors", "list a session's cursors and what each is doing")
+    cursors.add_argument("session", metavar="SESSION")
+
+    dead = command("dead-letters", "list dead-lettered heads (blocked lanes shown as BLOCKED)")
+    dead.add_argument("session", metavar="SESSION", nargs="?", default=None)
 
 
 async def cmd_sessions(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -99,104 +105,8 @@ async def cmd_dead_letters(args: argparse.Namespace, stdout: TextIO) -> int:
     return EXIT_OK
 
 
-def _redrive_lane(args: argparse.Namespace) -> str | AnyLane | None:
-    """``--lane LANE``: that lane; ``--event-cursor``: None; neither: ``ANY_LANE``."""
-    if args.event_cursor:
-        return None
-    lane: str | None = args.lane
-    return ANY_LANE if lane is None else lane
-
-
-def _cursor_words(lane: str | AnyLane | None) -> str:
-    if isinstance(lane, AnyLane):
-        return ""
-    return " on its event cursor" if lane is None else f" on lane '{lane}'"
-
-
-async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
-    action: RedriveAction = "retry" if args.retry else "skip"
-    lane = _redrive_lane(args)
-    async with open_cli_store(args) as store:
-        await require_session(store, args.session)
-        result = await store.redrive(
-            args.session, consumer=args.consumer, index=args.index, action=action, lane=lane
-        )
-    if not result.redriven:
-        fail(
-            EXIT_NOT_FOUND,
-            f"no dead-lettered head of consumer '{args.consumer}' at index {args.index}"
-            f"{_cursor_words(lane)} in session '{args.session}'",
-        )
-    if args.json:
-        data: dict[str, Any] = {
-            "session_id": args.session,
-            "consumer": args.consumer,
-            "index": args.index,
-            "action": action,
-            "redriven": True,
-            "has_pending": result.has_pending,
-        }
-        if not isinstance(lane, AnyLane):
-            data["lane"] = lane  # only when the command named the cursor
-        out.write_json(stdout, data)
-    else:
-        pending = "yes" if result.has_pending else "no"
-        stdout.write(
-            f"redriven ({action}): {args.session} {args.consumer}@{args.index}"
-            f"{_cursor_words(lane)}; pending work: {pending}\n"
-        )
-    return EXIT_OK
-
-
-async def cmd_tail(args: argparse.Namespace, stdout: TextIO) -> int:
-    """Prints the session's events after ``--after``, then live ones until SIGINT/SIGTERM."""
-    async with open_cli_store(args) as store:
-        await require_session(store, args.session)
-        if not args.follow:
-            after = args.after
-            while True:
-                events = await store.read(args.session, after=after, limit=500)
-                for event in events:
-                    _print_event(stdout, event, args.json)
-                if len(events) < 500:
-                    return EXIT_OK
-                after = events[-1].index
-        await _follow(store, args.session, args.after, stdout, args.json)
-    return EXIT_OK
-
-
-async def _follow(store: Store, session_id: str, after: int, stdout: TextIO, json: bool) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
-        loop.add_signal_handler(sig, stop.set)
-    stream = store.stream(session_id, after=after)
-
-    async def pump() -> None:
-        async for event in stream:
-            _print_event(stdout, event, json)
-
-    pumping = asyncio.create_task(pump(), name="a2pg-tail")
-    stopping = asyncio.create_task(stop.wait(), name="a2pg-tail-stop")
-    try:
-        await asyncio.wait({pumping, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
-        for task in (pumping, stopping):
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await stopping
-        with contextlib.suppress(asyncio.CancelledError):
-            await pumping  # re-raises what broke the stream, if anything did
-        aclose: Any = getattr(stream, "aclose", None)
-        if aclose is not None:
-            with contextlib.suppress(Exception):
-                await aclose()
-
-
-def _print_event(stdout: TextIO, event: Any, json: bool) -> None:
-    stdout.write((out.dumps(event) if json else out.event_line(event)) + "\n")
-    if stdout is sys.stdout:
-        stdout.flush()
+COMMANDS: dict[str, Command] = {
+    "sessions": cmd_sessions,
+    "cursors": cmd_cursors,
+    "dead-letters": cmd_dead_letters,
+}

@@ -6,7 +6,7 @@ Exit codes (also in ``a2pg --help``):
 - 1 check or verification failed (demo, bench), ``clear --if-last-index`` found another
   head, or a database error
 - 2 usage error (bad arguments, no DSN or a malformed one, bad MODULE:APP)
-- 3 database unreachable
+- 3 database unreachable (``STORE_UNAVAILABLE``, on PostgreSQL and SQLite alike)
 - 4 database not migrated (``STORE_NOT_CONFIGURED``): run ``a2pg migrate``
 - 5 not found (unknown session, no such dead letter, ``consumers --unregister`` of a
   consumer that is not registered)
@@ -16,6 +16,10 @@ The database comes from ``--dsn`` or ``A2PG_DSN``, the schema from ``--schema`` 
 ``A2PG_POOLER``/``A2PG_PREPARE``); ``--sqlite PATH`` names a SQLite file instead.
 Listings print aligned tables; ``--json`` prints JSON for scripts. No DSN is ever shown
 with its password: not in errors, not in logs.
+
+Each command module adds its parsers (``add_parsers``) and names its implementations
+(``COMMANDS``); this one holds the shared options, the dispatch and the error handling.
+Where the store is, and what a failure means, comes from ``a2pg.backends``.
 """
 
 from __future__ import annotations
@@ -25,67 +29,36 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TextIO
 
 from .. import __version__
-from ..bench.config import BenchConfig
-from ..demo.config import DemoConfig
-from . import dashboard, operate
+from ..backends import NOWHERE
+from . import admin, bench, dashboard, demo, inspect, metrics, operate, tail
 from .common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    TEMPORARY_OK,
     TEMPORARY_SQLITE,
     CliError,
-    check_dsn,
+    Command,
     resolve_dsn,
     resolve_schema,
     resolve_sqlite,
+    site,
     translate,
 )
-from .options import add_options, non_negative_float, positive_float, positive_int
 from .secrets import scrubbed_logs, scrubbed_traceback
 
-Command = Callable[[argparse.Namespace, TextIO], Awaitable[int]]
+MODULES = (admin, demo, bench, inspect, operate, metrics, tail, dashboard)
+"""The command modules, in the order ``a2pg --help`` lists their commands; each has
+``add_parsers(command)`` and ``COMMANDS`` (name to implementation)."""
 
-# Commands that start an embedded PostgreSQL when no DSN is given.
-EMBEDDED_OK = frozenset({"demo", "bench"})
-
-
-DEMO_DETAILS = """\
-Chat sessions whose turns go to a reply lane, a moderation consumer and an audit
-log consumer, worked by `a2pg worker a2pg.demo:app` processes. About 10% of
-attempts fail on purpose and one poison turn always fails. Then it checks that
-every unit of work completed exactly once, lanes and logs kept their order,
-failures were retried, and the poison was dead-lettered, shown BLOCKED and
-skipped by redrive. Exits 1 if any check fails. Without --dsn (or $A2PG_DSN) it
-runs on a throwaway embedded PostgreSQL (pip install 'a2pg[embedded]')."""
-
-BENCH_DETAILS = """\
-Each run first measures the server's commit ceiling (N connections committing an
-INSERT and an UPDATE per transaction), then every phase, and reports each figure
-as a ratio to that ceiling. Without --dsn (or $A2PG_DSN) it runs on a throwaway
-embedded PostgreSQL. With --dsn, give it a schema of its own (--schema bench):
-its sessions stay behind there; its scratch ceiling table and history schemas
-(<schema>_history_<n>_<id>) are dropped at the end.
-
-With --versus pgqueuer (pip install 'a2pg[bench]') it measures a2pg and pgqueuer
-head to head instead, on the same server and event loop (uvloop when installed):
-appends (single jobs, batches of 100), a drain by 4 workers, appends while
-draining, and an idle worker's wake latency, in interleaved rounds (--rounds),
-each system in a fresh schema of its own (a2pg_vs_<id>, pgqueuer_vs_<id>,
-dropped at the end), every job checked done exactly once. It reports each
-system's medians and the median same-round ratio a2pg / pgqueuer against its
-target. --sync off turns synchronous_commit off for the run's connections (both
-benches)."""
-
-
-MIGRATE_SQL_HELP = (
-    "print the migration's SQL (from an empty schema to the head, for a DBA to run) "
-    "instead of running it; needs no database"
-)
+COMMANDS: dict[str, Command] = {
+    name: run for module in MODULES for name, run in module.COMMANDS.items()
+}
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -154,49 +127,6 @@ def _connection_options(*, top: bool) -> argparse.ArgumentParser:
     return options
 
 
-def _add_worker_options(worker: argparse.ArgumentParser) -> None:
-    """One option per ``WorkerSettings`` field; ``backoff`` as ``--retry-base/--retry-cap``."""
-    from ..backoff import Backoff
-    from ..worker.settings import WorkerSettings
-    from .startup import DEFAULT_WAIT
-
-    add_options(worker, WorkerSettings, skip={"backoff"})
-    backoff = Backoff()
-    worker.add_argument(
-        "--retry-base",
-        type=positive_float,
-        default=None,
-        help=f"seconds before the first retry; doubles per failure (default: {backoff.base})",
-    )
-    worker.add_argument(
-        "--retry-cap",
-        type=positive_float,
-        default=None,
-        help=f"longest wait before a retry, seconds (default: {backoff.cap})",
-    )
-    worker.add_argument(
-        "--no-listen", action="store_true", help="poll only; do not LISTEN for notifications"
-    )
-    worker.add_argument(
-        "--wait",
-        type=non_negative_float,
-        default=DEFAULT_WAIT,
-        metavar="SECONDS",
-        help="how long to wait for an unreachable database at start, retrying with backoff "
-        "and a warning per try, before exiting 3; 0 exits 3 at once",
-    )
-    worker.add_argument(
-        "--log-level",
-        default="INFO",
-        type=str.upper,
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="logging level",
-    )
-    from .observe import add_worker_observability_options
-
-    add_worker_observability_options(worker)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="a2pg",
@@ -219,95 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=_Formatter,
         )
 
-    migrate = command(
-        "migrate", "create or upgrade the a2pg schema (idempotent, safe to run concurrently)"
-    )
-    migrate.add_argument("--sql", action="store_true", help=MIGRATE_SQL_HELP)
-    command("check", "check the schema layout is current (exit 4 when `a2pg migrate` is needed)")
-
-    worker = command("worker", "run the consumers of MODULE:APP until SIGINT/SIGTERM")
-    worker.add_argument("app", metavar="MODULE:APP", help="where the App is, e.g. myproj.jobs:app")
-    _add_worker_options(worker)
-
-    demo = command(
-        "demo",
-        "run a realistic workload on worker processes and verify it",
-        DEMO_DETAILS,
-    )
-    add_options(demo, DemoConfig)
-    dashboard.add_demo_options(demo)
-
-    bench = command(
-        "bench",
-        "measure a2pg against the machine's commit ceiling (medians of --runs)",
-        BENCH_DETAILS,
-    )
-    add_options(bench, BenchConfig)
-    from .bench_versus import add_options as add_versus_options
-
-    add_versus_options(bench)
-
-    sessions = command(
-        "sessions", "list sessions: head, clear index, pending, blocked, dead letters, last event"
-    )
-    sessions.add_argument("--after", default=None, help="list sessions after this id")
-    sessions.add_argument("--limit", type=positive_int, default=100, help="at most this many")
-
-    cursors = command("cursors", "list a session's cursors and what each is doing")
-    cursors.add_argument("session", metavar="SESSION")
-
-    dead = command("dead-letters", "list dead-lettered heads (blocked lanes shown as BLOCKED)")
-    dead.add_argument("session", metavar="SESSION", nargs="?", default=None)
-
-    operate.add_parsers(command)  # redrive, clear, reclaim, consumers, workers
-
-    from .metrics import METRICS_DETAILS, METRICS_HELP, add_metrics_options
-
-    add_metrics_options(command("metrics", METRICS_HELP, METRICS_DETAILS))
-
-    tail = command("tail", "print a session's events, then follow new ones until Ctrl-C")
-    tail.add_argument("session", metavar="SESSION")
-    tail.add_argument("--after", type=int, default=0, help="start after this index")
-    tail.add_argument(
-        "--no-follow",
-        dest="follow",
-        action="store_false",
-        help="print the stored events and exit",
-    )
-    dashboard.add_parser(command)
+    for module in MODULES:
+        module.add_parsers(command)
     return parser
-
-
-def _commands() -> dict[str, Command]:
-    """Command name to implementation; imported lazily so `a2pg --help` stays fast."""
-    from . import admin, inspect
-    from .metrics import cmd_metrics
-
-    commands: dict[str, Command] = {
-        "migrate": admin.cmd_migrate,
-        "check": admin.cmd_check,
-        "worker": admin.cmd_worker,
-        "sessions": inspect.cmd_sessions,
-        "cursors": inspect.cmd_cursors,
-        "dead-letters": inspect.cmd_dead_letters,
-        "tail": inspect.cmd_tail,
-        "metrics": cmd_metrics,
-        "dashboard": dashboard.cmd_dashboard,
-    }
-    commands.update(operate.commands())
-    return commands
-
-
-async def _run(args: argparse.Namespace, stdout: TextIO) -> int:
-    if args.command == "demo":
-        from .demo import cmd_demo
-
-        return await cmd_demo(args, stdout)
-    if args.command == "bench":
-        from .bench import cmd_bench
-
-        return await cmd_bench(args, stdout)
-    return await _commands()[args.command](args, stdout)
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
@@ -318,16 +162,20 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     stream = stdout or sys.stdout
+    where = NOWHERE
     try:
         if args.sqlite is None:
-            no_database = args.command in EMBEDDED_OK or getattr(args, "sql", False)
+            no_database = args.command in TEMPORARY_OK or getattr(args, "sql", False)
             args.dsn = resolve_dsn(args.dsn, required=not no_database)
         else:
             resolve_sqlite(args)
         args.schema = resolve_schema(args.schema)
-        check_dsn(args.dsn)
-        with scrubbed_logs(args.dsn), asyncio.Runner(loop_factory=_loop_factory(args)) as runner:
-            return runner.run(_run(args, stream))
+        database = site(args)
+        where = database.describe()
+        database.check()  # a malformed DSN: exit 2, before anything connects
+        loop = bench.event_loop(args) if args.command in bench.COMMANDS else None
+        with scrubbed_logs(args.dsn), asyncio.Runner(loop_factory=loop) as runner:
+            return runner.run(_run(COMMANDS[args.command], args, stream))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -337,7 +185,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except BaseException as exc:
-        error = _cli_error(exc, args.dsn)
+        error = _cli_error(exc, args.dsn, where)
         if error is not None:
             sys.stderr.write(f"a2pg: error: {error.message}\n")
             return error.exit_code
@@ -348,25 +196,16 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         return EXIT_FAILED
 
 
-def _loop_factory(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop for ``bench --versus`` when installed (the systems compared share that loop:
-    pgqueuer's own recommendation); asyncio's default loop for everything else."""
-    if args.command != "bench" or getattr(args, "versus", None) is None:
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
+async def _run(command: Command, args: argparse.Namespace, stdout: TextIO) -> int:
+    return await command(args, stdout)
 
 
-def _cli_error(exc: BaseException, dsn: str | None) -> CliError | None:
+def _cli_error(exc: BaseException, dsn: str | None, where: str) -> CliError | None:
     """The reportable error in ``exc`` (looking inside exception groups), if any."""
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            found = _cli_error(inner, dsn)
+            found = _cli_error(inner, dsn, where)
             if found is not None:
                 return found
         return None
-    return translate(exc, dsn)
+    return translate(exc, dsn, where)

@@ -13,7 +13,7 @@ from typing import TextIO
 from ..observability.logs import TEXT_FORMAT
 from ..observability.snapshot import read_snapshot, snapshot_json
 from . import output as out
-from .common import EXIT_OK, EXIT_USAGE, fail, open_cli_store
+from .common import EXIT_OK, EXIT_USAGE, AddCommand, Command, fail, open_cli_store
 from .observe import DEFAULT_METRICS_HOST, port, require_metrics, start_endpoint
 from .options import non_negative_float
 
@@ -30,6 +30,10 @@ node-exporter's textfile collector (write a temporary file, then rename it:
 prints the same numbers as JSON. --port serves them at http://HOST:PORT/metrics until
 SIGINT/SIGTERM, reading the store at most every --max-age seconds. The Prometheus forms
 need pip install 'a2pg[metrics]'."""
+
+
+def add_parsers(command: AddCommand) -> None:
+    add_metrics_options(command("metrics", METRICS_HELP, METRICS_DETAILS))
 
 
 def add_metrics_options(parser: argparse.ArgumentParser) -> None:
@@ -110,3 +114,6 @@ async def _until_signalled() -> None:
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+
+
+COMMANDS: dict[str, Command] = {"metrics": cmd_metrics}

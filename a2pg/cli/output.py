@@ -189,4 +189,3 @@ def write_outcome(stdout: TextIO, data: Mapping[str, Any]) -> None:
     for check in data["checks"]:
         if not check["ok"]:
             stdout.write(f"FAIL {check['name']}: {check['detail']}\n")
-

@@ -13,6 +13,11 @@ from ..postgres import dsn as dsns
 Hide = Callable[[str], str]
 
 
+def hider(dsn: str | None) -> Hide:
+    """What hides ``dsn``'s password in a text (nothing to hide: the text as it is)."""
+    return dsns.scrubber(dsn)
+
+
 @contextlib.contextmanager
 def scrubbed_logs(dsn: str | None) -> Iterator[None]:
     """While the block runs, every log record (a2pg's, psycopg's, the pool's, Alembic's)

@@ -6,15 +6,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING
 
-import psycopg
-
-from ..postgres import dsn as dsns
-from ..postgres.connect import open_store
-from ..postgres.store import PostgresStore
+from ..backends import Site, classify
 from ..worker.health import heartbeat
 from .common import EXIT_UNREACHABLE, CliError, first_line
+from .secrets import Hide
+
+if TYPE_CHECKING:
+    from ..front import CheckedStore
 
 log = logging.getLogger("a2pg.worker")
 
@@ -28,22 +28,31 @@ FIRST_RETRY = 0.25
 
 def unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` says the database could not be reached (refused, reset, timed out,
-    starting up, out of connections, an exhausted pool): worth trying again."""
-    return isinstance(exc, psycopg.OperationalError | TimeoutError | OSError)
+    starting up, out of connections, an exhausted pool: ``STORE_UNAVAILABLE``): worth
+    trying again."""
+    if isinstance(exc, TimeoutError | OSError):
+        return True
+    error = classify(exc)
+    return error is not None and error.code == "STORE_UNAVAILABLE"
+
+
+def _visible(text: str) -> str:
+    return text
 
 
 @contextlib.asynccontextmanager
 async def store_when_reachable(
-    dsn: str, schema: str | None, *, wait: float, every: float, **options: Any
-) -> AsyncIterator[PostgresStore]:
-    """``open_store(dsn, schema, **options)``, retried while the database is unreachable for
-    up to ``wait`` seconds. Each retry is a WARNING naming the redacted target, the error
-    and the next delay (backoff from ``FIRST_RETRY`` up to ``every`` seconds, so a line at
-    least every ``every`` seconds); an attempt that hangs says so every ``every`` seconds
-    too. Past ``wait``, the CLI exits 3. ``wait=0`` tries once."""
+    site: Site, *, wait: float, every: float, hide: Hide = _visible
+) -> AsyncIterator[CheckedStore]:
+    """``site.open_store()``, retried while the database is unreachable for up to ``wait``
+    seconds. Each retry is a WARNING naming the redacted target, the error (``hide``
+    keeps a password out of it) and the next delay (backoff from ``FIRST_RETRY`` up to
+    ``every`` seconds, so a line at least every ``every`` seconds); an attempt that
+    hangs says so every ``every`` seconds too. Past ``wait``, the CLI exits 3.
+    ``wait=0`` tries once."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    where = dsns.describe(dsn)
+    where = site.describe()
     delay = min(FIRST_RETRY, every)
     tries = 0
     while True:
@@ -53,13 +62,13 @@ async def store_when_reachable(
         try:
             async with heartbeat(lambda s: f"still connecting to {where} ({s:.1f}s)", every):
                 async with asyncio.timeout_at(give_up):
-                    store = await stack.enter_async_context(open_store(dsn, schema, **options))
+                    store = await stack.enter_async_context(site.open_store())
         except Exception as exc:
             await stack.aclose()
             left = deadline - loop.time()
             if not unreachable(exc) or wait == 0:
                 raise
-            reason = dsns.scrub(first_line(exc) if str(exc) else "timed out", dsn)
+            reason = hide(first_line(exc) if str(exc) else "timed out")
             if left <= 0:
                 raise CliError(
                     EXIT_UNREACHABLE,

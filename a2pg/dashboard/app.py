@@ -1,7 +1,8 @@
 """``create_app(store, ...)``: the dashboard as a Starlette ASGI app on any ``Store``.
 
 Every read goes through the Store protocol (the same operations, and so the same
-named SQL, as the CLI), so the dashboard runs on ``MemoryStore`` as on PostgreSQL.
+named SQL, as the CLI), so the dashboard runs on ``MemoryStore`` as on PostgreSQL or
+SQLite; an outage of the store's database is a 503 on each (``outages.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import logging
 from collections.abc import AsyncIterator
 from importlib import resources
 
-import psycopg
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -22,6 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import A2Error
 from ..store import Store
+from .outages import UNAVAILABLE, Outages
 from .pages.actions import redrive_many, redrive_one
 from .pages.dead_letters import confirm_page, dead_letters_page
 from .pages.overview import overview_page
@@ -81,12 +82,11 @@ def create_app(
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(RequireAuth, auth=auth or Auth())],
-        exception_handlers={
-            HTTPException: _http_error,
-            A2Error: _store_error,
-            psycopg.OperationalError: _database_down,
-        },
+        middleware=[
+            Middleware(RequireAuth, auth=auth or Auth()),
+            Middleware(Outages, page=_database_down),
+        ],
+        exception_handlers={HTTPException: _http_error, A2Error: _store_error},
         lifespan=lifespan,
         max_body_size=MAX_BODY_BYTES,
     )
@@ -115,6 +115,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _store_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, A2Error)
+    if exc.code == UNAVAILABLE:
+        return await _database_down(request, exc)
     status = 400 if exc.code == "INVALID_ARGUMENT" else 409
     return _error_page(request, status, exc.code, exc.message)
 

@@ -18,11 +18,11 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..backends import Probe, Site
 from ..models import Head, LogSpec, NewEvent, Target
 from ..store import Store
 from ..worker import App
@@ -45,8 +45,7 @@ from .checks import (
 from .checks import checks as judge
 from .config import DemoConfig
 from .progress import ProgressBar
-from .targets import PostgresTarget, Probe
-from .targets import Target as Where
+from .targets import connected
 
 app = App()
 
@@ -165,12 +164,12 @@ async def append_workload(store: Store, run: DemoRun) -> None:
     run.append_seconds = time.perf_counter() - started
 
 
-async def start_workers(run: DemoRun, where: Where, log: Path) -> list[Any]:
+async def start_workers(run: DemoRun, site: Site, log: Path) -> list[Any]:
     """``a2pg worker a2pg.demo:app`` processes, each named ``a2pg-demo-<run>-w<n>``, reaching
-    the database as ``where`` says."""
+    the database as ``site`` says."""
     procs = []
     for n in range(run.config.workers):
-        options, changes = where.worker(f"a2pg-demo-{run.run_id}-w{n}")
+        options, changes = site.worker_options(f"a2pg-demo-{run.run_id}-w{n}")
         env = {**os.environ, **changes}
         args = [
             *("-m", "a2pg.cli", "worker", "a2pg.demo:app"),
@@ -194,13 +193,11 @@ def _log_tail(log: Path, chars: int = 2000) -> str:
     return log.read_text(errors="replace")[-chars:] if log.exists() else ""
 
 
-async def wait_connected(
-    where: Where, probe: Probe, run: DemoRun, procs: list[Any], log: Path
-) -> None:
+async def wait_connected(probe: Probe, run: DemoRun, procs: list[Any], log: Path) -> None:
     """Until every worker process has connected (so startup is not timed as throughput)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     prefix = f"a2pg-demo-{run.run_id}-w"
-    while await where.connected(probe, prefix, log) < len(procs):
+    while await connected(probe, prefix, log) < len(procs):
         if any(p.returncode is not None for p in procs) or time.monotonic() > deadline:
             lines = _log_tail(log).strip().splitlines()
             raise DemoFailed("demo workers did not start: " + (lines[-1] if lines else "no output"))
@@ -299,30 +296,22 @@ async def verify(store: Store, run: DemoRun) -> list[Check]:
     return result
 
 
-async def run_demo(
-    dsn: str | Where,
-    schema: str | None,
-    config: DemoConfig,
-    bar: ProgressBar,
-    store_options: Mapping[str, Any] | None = None,
-) -> DemoRun:
-    """Runs the demo on ``dsn`` (or on any ``Where``: a SQLite file's ``SqliteTarget``);
-    ``store_options`` (``pooler``, ``prepare``) go to every store it opens on PostgreSQL,
-    its worker processes' too."""
-    where = PostgresTarget(dsn, schema, store_options or {}) if isinstance(dsn, str) else dsn
+async def run_demo(site: Site, config: DemoConfig, bar: ProgressBar) -> DemoRun:
+    """Runs the demo on ``site`` (``a2pg.backends.select``), whose settings (a pooler's)
+    every store it opens has, its worker processes' too."""
     bar.say("migrating")
-    await where.migrate()
+    await site.migrate()
     run = DemoRun(run_id=uuid.uuid4().hex[:8], config=config)
     with tempfile.TemporaryDirectory(prefix="a2pg-demo-") as tmp:
         log = Path(tmp) / "workers.log"
-        async with where.open_store() as store:
+        async with site.open_store() as store:
             await store.register_consumers(app.consumers)
-            probe = await where.probe()
-            run.server = await where.describe(probe)
+            probe = await site.probe()
+            run.server = await probe.server()
             bar.say(f"starting {config.workers} worker processes: a2pg worker a2pg.demo:app")
-            procs = await start_workers(run, where, log)
+            procs = await start_workers(run, site, log)
             try:
-                await wait_connected(where, probe, run, procs, log)
+                await wait_connected(probe, run, procs, log)
                 bar.say(
                     f"appending {config.sessions} sessions x {config.turns} turns while the "
                     "workers run"

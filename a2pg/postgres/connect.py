@@ -1,13 +1,15 @@
-"""How PostgresStore reaches its database: connections, pooler settings, startup checks."""
+"""How PostgresStore reaches its database: connections, pooler settings, startup checks.
+
+The store imports this module; opening a store from the command line's options
+(``open_store``, ``A2PG_POOLER``/``A2PG_PREPARE``) is ``backend.py``'s, above the store.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 import psycopg
 from psycopg import AsyncConnection
@@ -17,9 +19,6 @@ from ..errors import invalid
 from .database import Conn
 from .dsn import scrub, to_libpq
 from .layout import ensure_layout
-
-if TYPE_CHECKING:
-    from .store import PostgresStore
 
 Configure = Callable[[AsyncConnection[Any]], Awaitable[None]]
 Pooler = Literal["none", "session", "transaction"]
@@ -31,11 +30,6 @@ CONNECT_TIMEOUT = 10.0
 
 pool_log = logging.getLogger("psycopg.pool")
 """psycopg_pool's logger: its warnings quote connection errors, so a store scrubs them."""
-
-PREPARE_ENV = "A2PG_PREPARE"
-POOLER_ENV = "A2PG_POOLER"
-_TRUE = ("1", "true", "yes")
-_FALSE = ("0", "false", "no")
 
 
 def configure_connection(schema: str) -> Configure:
@@ -198,26 +192,6 @@ class Reach:
             await ensure_layout(conn, schema, statement_timeout=self.connect_timeout)
 
 
-def env_prepare(environ: Mapping[str, str]) -> bool | None:
-    """``A2PG_PREPARE`` (``0/1/false/true/no/yes``), or None when unset."""
-    raw = environ.get(PREPARE_ENV, "").strip().lower()
-    if not raw:
-        return None
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    raise invalid(f"{PREPARE_ENV} must be one of 0, 1, false, true, no, yes: got {raw!r}")
-
-
-def env_pooler(environ: Mapping[str, str]) -> Pooler | None:
-    """``A2PG_POOLER`` (``none``, ``session`` or ``transaction``), or None when unset."""
-    raw = environ.get(POOLER_ENV, "").strip().lower()
-    if not raw:
-        return None
-    return check_pooler(raw, setting=POOLER_ENV)
-
-
 def check_pooler(pooler: object, *, setting: str = "pooler") -> Pooler:
     if pooler == "none":
         return "none"
@@ -226,39 +200,3 @@ def check_pooler(pooler: object, *, setting: str = "pooler") -> Pooler:
     if pooler == "transaction":
         return "transaction"
     raise invalid(f"{setting} must be one of {', '.join(POOLERS)}: got {pooler!r}")
-
-
-@asynccontextmanager
-async def open_store(
-    dsn: str,
-    schema: str | None = None,
-    *,
-    prepare: bool | None = None,
-    pooler: Pooler | None = None,
-    connect_timeout: float | None = None,
-) -> AsyncIterator[PostgresStore]:
-    """A ``PostgresStore`` on a reachable, migrated database (``STORE_NOT_CONFIGURED``
-    otherwise), closed on exit: what the CLI opens.
-
-    ``prepare`` and ``pooler`` left None take ``A2PG_PREPARE`` and ``A2PG_POOLER`` from
-    the environment (so a command's child processes inherit them), else the store's
-    defaults; see ``PostgresStore.open``.
-    """
-    from .layout import DEFAULT_SCHEMA
-    from .store import PostgresStore
-
-    if prepare is None:
-        prepare = env_prepare(os.environ)
-    if pooler is None:
-        pooler = env_pooler(os.environ) or "none"
-    store = await PostgresStore.open(
-        dsn,
-        schema=DEFAULT_SCHEMA if schema is None else schema,
-        prepare=prepare,
-        pooler=pooler,
-        connect_timeout=CONNECT_TIMEOUT if connect_timeout is None else connect_timeout,
-    )
-    try:
-        yield store
-    finally:
-        await store.close()

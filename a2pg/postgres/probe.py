@@ -77,5 +77,9 @@ class Probe:
     async def server_version(self) -> str:
         return self._conn.info.parameter_status("server_version") or "unknown"
 
+    async def server(self) -> str:
+        """The database, for reports: ``PostgreSQL 15.4``."""
+        return f"PostgreSQL {await self.server_version()}"
+
     async def close(self) -> None:
         await self._conn.close()

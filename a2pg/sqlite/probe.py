@@ -29,7 +29,7 @@ class Counts:
 
 
 class SqliteProbe:
-    """One read connection of its own that answers ``counts()``."""
+    """One read connection of its own that answers ``counts()`` (and the bench's reads)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -49,28 +49,36 @@ class SqliteProbe:
         row = await self._row("probe_counts")
         return Counts(int(row["events"]), int(row["live"]), int(row["dead"]))
 
-    # -- what ``a2pg bench --sqlite`` reads of its own sessions (``schema`` is unused:
-    # -- the signatures are ``a2pg.bench.ledger.Ledger``'s) ------------------------------
+    async def connected(self, prefix: str) -> None:
+        """None: SQLite keeps no list of the connections to a file (the demo reads its
+        workers' logs instead)."""
+        return None
 
-    async def live_heads(self, schema: str, ids: Sequence[str]) -> int:
+    async def server(self) -> str:
+        """The database, for reports: ``SQLite 3.40.1``."""
+        return f"SQLite {version()}"
+
+    # -- what ``a2pg bench --sqlite`` reads of its own sessions (``a2pg.bench.phases.Ledger``)
+
+    async def live_heads(self, ids: Sequence[str]) -> int:
         """Heads still to run (ready, held or backing off) in these sessions."""
         return int((await self._row("bench_live_heads", {"ids": json.dumps(list(ids))}))["n"])
 
-    async def done(self, schema: str, ids: Sequence[str], consumer: str) -> tuple[int, int]:
+    async def done(self, ids: Sequence[str], consumer: str) -> tuple[int, int]:
         """Event cursors of ``consumer`` in these sessions that completed their event, and
         how many of those by their first attempt."""
         params = {"ids": json.dumps(list(ids)), "consumer": consumer}
         row = await self._row("bench_cursors_done", params)
         return int(row["done"]), int(row["first"])
 
-    async def lane_done(self, schema: str, ids: Sequence[str], consumer: str) -> tuple[int, int]:
+    async def lane_done(self, ids: Sequence[str], consumer: str) -> tuple[int, int]:
         """Lane events of ``consumer`` in these sessions completed, and how many of those by
         their first attempt."""
         params = {"ids": json.dumps(list(ids)), "consumer": consumer}
         row = await self._row("bench_lane_events_done", params)
         return int(row["done"]), int(row["first"])
 
-    async def events_in(self, schema: str, ids: Sequence[str]) -> int:
+    async def events_in(self, ids: Sequence[str]) -> int:
         return int((await self._row("bench_events_in", {"ids": json.dumps(list(ids))}))["n"])
 
     async def close(self) -> None:

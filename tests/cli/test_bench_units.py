@@ -10,7 +10,9 @@ import pytest
 
 from a2pg.bench.config import BenchConfig, parse_counts
 from a2pg.bench.phases import Check, spread
+from a2pg.bench.postgres_side import SHAPE as POSTGRES
 from a2pg.bench.run import Bench
+from a2pg.bench.sqlite_side import SHAPE as SQLITE
 from a2pg.bench.stats import TARGETS, Figure, Goal, Summary, best_of, percentile, ratio
 from a2pg.cli.bench import print_table, row
 from a2pg.cli.common import EXIT_USAGE
@@ -199,7 +201,7 @@ def test_a_table_row_shows_median_spread_ratio_target_and_verdict() -> None:
 
 
 def test_each_phase_is_compared_with_the_ceiling_on_its_connection_count() -> None:
-    bench = Bench(BenchConfig(processes="1,3", pool_size=5))
+    bench = Bench(BenchConfig(processes="1,3", pool_size=5), POSTGRES)
     assert bench.ns == [4, 5, 15]  # 4 append tasks; P x pool for P in (1, 3)
     connections = {key: f.connections for key, f in bench.figures.items()}
     assert connections["drain_p1"] == 5
@@ -210,15 +212,32 @@ def test_each_phase_is_compared_with_the_ceiling_on_its_connection_count() -> No
     assert connections["wake_notify_p50"] is connections["worker_rss"] is None
 
 
+def test_on_sqlite_the_same_phases_compare_with_writer_processes_and_hold_no_target() -> None:
+    bench = Bench(BenchConfig(runs=1, processes="1,3", pool_size=5), SQLITE)
+    assert bench.ns == [1, 3]  # one writer per process; appends are one process
+    connections = {key: f.connections for key, f in bench.figures.items()}
+    assert connections["drain_p1"] == 1
+    assert connections["drain_p3"] == connections["chain"] == 3
+    assert connections["append_single"] == connections["append_batch"] == 1
+    assert {"wake_change_p50", "wake_change_p99", "wake_poll_p99"} <= set(connections)
+    assert not {"history_full", "memory_drain", "wake_notify_p50"} & set(connections)
+    for key in bench.figures:
+        bench.add(key, 1_000.0, {1: 1_000.0, 3: 1_000.0})
+    data = bench.report()
+    assert data["targets"] == []
+    assert all(figure["target"] is None for figure in data["figures"].values())
+
+
 def report(checks: list[Check]) -> dict[str, Any]:
     """A made-up report: P=3 is faster, but P=1 is nearer its ceiling."""
-    bench = Bench(BenchConfig(runs=1, processes="1,3", pool_size=5))
+    bench = Bench(BenchConfig(runs=1, processes="1,3", pool_size=5), POSTGRES)
     ceilings = {4: 1_000.0, 5: 1_000.0, 15: 3_000.0}
     for key in bench.figures:
         bench.add(key, 1_200.0 if key == "drain_p1" else 2_000.0, ceilings)
     bench.checks.extend(checks)
     data = bench.report()
     machine = {"cpu_cores": 2, "postgres": "18.1", "fsync": "on", "synchronous_commit": "on"}
+    machine |= {"server": "PostgreSQL 18.1, fsync on, synchronous_commit on"}
     machine |= {"python": "3.11.7", "date": "2026-12-01T00:00:00+00:00"}
     machine |= {"load_average_start": [0.5, 0.4, 0.3], "load_average_runs": [[0.7, 0.5, 0.3]]}
     ceiling = {"shape": "BEGIN; INSERT; UPDATE; COMMIT", "n": "P x 5"}

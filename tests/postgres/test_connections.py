@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from a2pg import A2Error
 from a2pg.postgres import PostgresStore, configure_connection
-from a2pg.postgres.connect import env_pooler, env_prepare, open_store
+from a2pg.postgres.backend import env_pooler, env_prepare, open_store
 from a2pg.postgres.errors import RetryPolicy, retrying
 from a2pg.postgres.migrate import upgrade
 from a2pg.testing import scratch_database

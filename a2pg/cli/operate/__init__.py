@@ -1,14 +1,15 @@
 """The operator commands: bulk and single ``redrive``, retention (``clear``, ``reclaim``),
 the consumer registry (``consumers``) and live workers (``workers``).
 
-Each module adds its parsers through ``main.build_parser``'s ``command`` and names its
-implementations in ``COMMANDS``; the database is opened only inside them.
+Like every command module, each adds its parsers with ``add_parsers`` (through
+``main.build_parser``'s ``command``) and names its implementations in ``COMMANDS``;
+the database is opened only inside them.
 """
 
 from __future__ import annotations
 
+from ..common import AddCommand, Command
 from . import consumers, redrive, retention, workers
-from .base import AddCommand, Command
 
 MODULES = (redrive, retention, consumers, workers)
 
@@ -19,5 +20,6 @@ def add_parsers(command: AddCommand) -> None:
         module.add_parsers(command)
 
 
-def commands() -> dict[str, Command]:
-    return {name: run for module in MODULES for name, run in module.COMMANDS.items()}
+COMMANDS: dict[str, Command] = {
+    name: run for module in MODULES for name, run in module.COMMANDS.items()
+}

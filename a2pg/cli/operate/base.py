@@ -1,13 +1,13 @@
-"""What the operator commands share: how they add their parsers, open the store, read durations."""
+"""What the operator commands share: how they open the store, walk sessions, read durations."""
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING
 
 from ...contract.limits import MAX_SECONDS
 from ...models import SessionInfo
@@ -16,17 +16,8 @@ from ..common import open_cli_store
 if TYPE_CHECKING:
     from ...store import Store
 
-Command = Callable[[argparse.Namespace, TextIO], Awaitable[int]]
-
 SESSION_PAGE = 100
 """Sessions per ``Store.sessions`` call when a command walks all of them."""
-
-
-class AddCommand(Protocol):
-    """``main.build_parser``'s ``command(name, help, details)``: a subparser with the
-    connection options, the exit codes epilog and the shared formatter."""
-
-    def __call__(self, name: str, help_text: str, details: str = "") -> argparse.ArgumentParser: ...
 
 
 @asynccontextmanager
@@ -35,13 +26,6 @@ async def opened(args: argparse.Namespace) -> AsyncIterator[Store]:
     closed on exit (``common.open_cli_store``)."""
     async with open_cli_store(args) as store:
         yield store
-
-
-async def require_session(store: Store, session_id: str) -> None:
-    """Exit 5 for a session with no events (see ``inspect.require_session``)."""
-    from ..inspect import require_session as require
-
-    await require(store, session_id)
 
 
 async def all_sessions(store: Store) -> AsyncIterator[SessionInfo]:

@@ -9,8 +9,8 @@ from ...contract.args import check_unregister_consumers
 from ...contract.limits import Limits
 from ...models import Consumer, ConsumerStats, WorkerInfo
 from .. import output as out
-from ..common import EXIT_NOT_FOUND, EXIT_OK, fail
-from .base import AddCommand, Command, opened
+from ..common import EXIT_NOT_FOUND, EXIT_OK, AddCommand, Command, fail
+from .base import opened
 
 if TYPE_CHECKING:
     from ...store import Store

@@ -10,11 +10,19 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ...models import DeadLetterKey, DeadLetterQuery, Head, RedriveAction
+from ...models import ANY_LANE, AnyLane, DeadLetterKey, DeadLetterQuery, Head, RedriveAction
 from .. import output as out
-from ..common import EXIT_OK, EXIT_USAGE, fail
+from ..common import (
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    AddCommand,
+    Command,
+    fail,
+    require_session,
+)
 from ..options import positive_int
-from .base import AddCommand, Command, opened, require_session
+from .base import opened
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -114,9 +122,7 @@ async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
             )
         if bulk:
             fail(EXIT_USAGE, f"{', '.join(bulk)}: not with SESSION CONSUMER INDEX (one head)")
-        from ..inspect import cmd_redrive as redrive_one
-
-        return await redrive_one(args, stdout)
+        return await _redrive_one(args, stdout)
     if args.lane is not None or args.event_cursor:
         fail(EXIT_USAGE, "--lane and --event-cursor pick one head: give SESSION CONSUMER INDEX too")
     filters = [f for f in bulk if f not in ("--all", "--dry-run")]
@@ -127,6 +133,61 @@ async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
             "or --all to redrive every dead letter",
         )
     return await _redrive_many(args, stdout)
+
+
+# -- one head ---------------------------------------------------------------------------
+
+
+def _redrive_lane(args: argparse.Namespace) -> str | AnyLane | None:
+    """``--lane LANE``: that lane; ``--event-cursor``: None; neither: ``ANY_LANE``."""
+    if args.event_cursor:
+        return None
+    lane: str | None = args.lane
+    return ANY_LANE if lane is None else lane
+
+
+def _cursor_words(lane: str | AnyLane | None) -> str:
+    if isinstance(lane, AnyLane):
+        return ""
+    return " on its event cursor" if lane is None else f" on lane '{lane}'"
+
+
+async def _redrive_one(args: argparse.Namespace, stdout: TextIO) -> int:
+    action: RedriveAction = "retry" if args.retry else "skip"
+    lane = _redrive_lane(args)
+    async with opened(args) as store:
+        await require_session(store, args.session)
+        result = await store.redrive(
+            args.session, consumer=args.consumer, index=args.index, action=action, lane=lane
+        )
+    if not result.redriven:
+        fail(
+            EXIT_NOT_FOUND,
+            f"no dead-lettered head of consumer '{args.consumer}' at index {args.index}"
+            f"{_cursor_words(lane)} in session '{args.session}'",
+        )
+    if args.json:
+        data: dict[str, Any] = {
+            "session_id": args.session,
+            "consumer": args.consumer,
+            "index": args.index,
+            "action": action,
+            "redriven": True,
+            "has_pending": result.has_pending,
+        }
+        if not isinstance(lane, AnyLane):
+            data["lane"] = lane  # only when the command named the cursor
+        out.write_json(stdout, data)
+    else:
+        pending = "yes" if result.has_pending else "no"
+        stdout.write(
+            f"redriven ({action}): {args.session} {args.consumer}@{args.index}"
+            f"{_cursor_words(lane)}; pending work: {pending}\n"
+        )
+    return EXIT_OK
+
+
+# -- many heads -------------------------------------------------------------------------
 
 
 async def matching(store: Store, args: argparse.Namespace) -> AsyncIterator[Head]:

@@ -13,16 +13,21 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ...models import SessionInfo
 from .. import output as out
-from ..common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
-from .base import (
+from ..common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
     AddCommand,
     Command,
+    fail,
+    require_session,
+)
+from .base import (
     all_sessions,
     duration,
     idle_since,
     is_idle,
     opened,
-    require_session,
 )
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from typing import Any, TextIO
 
 from ...models import WorkerInfo
 from .. import output as out
-from ..common import EXIT_OK
-from .base import AddCommand, Command, opened
+from ..common import EXIT_OK, AddCommand, Command
+from .base import opened
 from .consumers import served_by_live_workers
 
 WORKERS_DETAILS = """\
