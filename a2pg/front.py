@@ -182,7 +182,8 @@ class CheckedStore(ABC):
         through: int | None = None,
     ) -> ClaimResult:
         """Claims the session's claimable heads for ``holder`` for ``ttl`` seconds, each
-        at a new attempt number; or says why none is (``Busy``, with when to look again)."""
+        at a new attempt number (``Claimed``); else ``Busy`` (when the earliest held or
+        backing-off head frees) or ``Settled`` (nothing left for these consumers)."""
         args = check_claim_available(
             session_id,
             holder=holder,
@@ -388,7 +389,8 @@ class CheckedStore(ABC):
         return await self._clear(args)
 
     async def reclaim(self, session_id: str) -> ReclaimResult:
-        """Deletes what the session's clear marker made history."""
+        """Deletes a batch of the events below the session's clear marker (``done`` once
+        none remain, and the snapshots below it with the last batch)."""
         return await self._reclaim(check_session(session_id, limits=self._limits))
 
     # -- consumer registry -----------------------------------------------------------------
