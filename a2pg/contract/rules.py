@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -25,6 +25,7 @@ from ..models import (
     Cursor,
     FailOutcome,
     FailResult,
+    LogSpec,
     StoredEvent,
 )
 from .values import CheckedEvent, log_consumer_names
@@ -115,9 +116,26 @@ def cleared_origin(origin_index: int, session_id: str) -> A2Error:
 
 
 def refuse_non_log_cursor(kind: str, consumer: str, lane: str) -> None:
-    """``wake_log`` on a lane whose cursor is a targeted consumer's is ``INVALID_ARGUMENT``."""
+    """Waking a log consumer (``wake_log``, or a write's wake) on a lane where it has a
+    targeted lane cursor is ``INVALID_ARGUMENT``; the seeds made the lane cursor's head a
+    log cursor's."""
     if kind != "log":
-        raise invalid(f"consumer '{consumer}' has a {kind} cursor on lane '{lane}'")
+        raise invalid(
+            f"consumer '{consumer}' has a {kind} cursor on lane '{lane}': a consumer is "
+            "either targeted or a log consumer, never both"
+        )
+
+
+def woken_logs(types: Iterable[str], wake: Sequence[Consumer]) -> list[tuple[str, LogSpec]]:
+    """The log consumers of ``wake`` that a batch of events of ``types`` wakes (those taking
+    one of them), as (name, spec): whose cursors a backend checks with
+    ``refuse_non_log_cursor`` before it writes the batch."""
+    kinds = set(types)
+    return [
+        (consumer.name, consumer.log)
+        for consumer in wake
+        if consumer.log is not None and any(consumer.log.takes(t) for t in kinds)
+    ]
 
 
 def refuse_snapshots_past_head(indexes: Sequence[int], head: int, session_id: str) -> None:
@@ -203,22 +221,24 @@ def judge_failure(
     """The answer to a failure report, and whether to record it (count it, keep the error,
     release the claim, dead-letter at ``max_failures``).
 
-    Repeating a recorded failure answers as the first call did and records nothing; a
-    released or moved-on attempt is superseded.
+    Repeating a recorded failure answers as the first call did and records nothing. The
+    current attempt of a dead-lettered head (the claim that dead-lettered it took that
+    attempt) is ``dead_lettered``, as in seed 000; a released or moved-on attempt is
+    superseded.
     """
-    if cursor is None:
+    if cursor is None or cursor.head != attempt.index:
         return FailResult("superseded", 0), False
     d = cursor.dispatch
     count = d.failure_count
-    if (
-        cursor.head != attempt.index
-        or d.attempt_count != attempt.attempt
-        or (d.claim_holder is None and d.last_failed_attempt != attempt.attempt)
-    ):
-        return FailResult("superseded", count if cursor.head == attempt.index else 0), False
-    if d.claim_holder is None:
+    if d.attempt_count != attempt.attempt:
+        return FailResult("superseded", count), False
+    if d.claim_holder is None and d.last_failed_attempt == attempt.attempt:
         outcome: FailOutcome = "failed" if d.failed_at is None else "dead_lettered"
         return FailResult(outcome, count), False
+    if d.failed_at is not None:
+        return FailResult("dead_lettered", count), False
+    if d.claim_holder is None:
+        return FailResult("superseded", count), False
     failures = count + 1
     return FailResult("dead_lettered" if failures >= max_failures else "failed", failures), True
 
@@ -232,15 +252,31 @@ class CompletedAttempt:
     ids: tuple[str, ...]
 
 
-Verdict = Literal["fresh", "replay", "superseded"]
+Verdict = Literal["fresh", "replay", "superseded", "unknown"]
 
 
 def judge_completion(
-    cursor: Cursor | None, cause: AttemptRef, recorded: CompletedAttempt | None
+    cursor: Cursor | None,
+    cause: AttemptRef,
+    recorded: CompletedAttempt | None,
+    *,
+    known: bool,
+    ids: Sequence[str],
 ) -> Verdict:
-    """``fresh``: the current attempt of a live, held head completes now; ``replay``: this
-    attempt already completed the head (``recorded``), the call is a retry; else
-    ``superseded`` (stale, lapsed and re-claimed, released, dead-lettered)."""
+    """How a completion at a live index is judged, in seed 000's order.
+
+    ``known`` says the cursor it names exists (an event cursor's, also once finished):
+    without one it is ``unknown``, superseded before anything else is looked at. Then the
+    same returned id twice is ``PARTIAL_DUPLICATE_BATCH``. Then ``fresh``: the current
+    attempt of a live, held head completes now; ``replay``: this attempt already
+    completed the head (``recorded``), the call is a retry; else ``superseded`` (stale,
+    lapsed and re-claimed, released, dead-lettered). On every verdict but ``unknown``
+    the caller records the log types the completion declares (the seeds'
+    ``refreshLogTypes``), unless the call raises.
+    """
+    if not known:
+        return "unknown"
+    refuse_repeated_ids(ids, "returned event batch")
     if cursor is None or cursor.head != cause.index:
         if recorded is None or recorded.attempt != cause.attempt:
             return "superseded"

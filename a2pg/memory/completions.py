@@ -14,7 +14,6 @@ from ..contract.rules import (
     judge_completion,
     judge_failure,
     refuse_mismatched_retry,
-    refuse_repeated_ids,
     refuse_taken_ids,
     replay,
 )
@@ -29,7 +28,7 @@ from ..models import (
     RedriveResult,
     Superseded,
 )
-from .cursors import advance, dead_letter, has_pending, refresh_types
+from .cursors import advance, dead_letter, has_pending, refresh_types, refuse_targeted_lanes
 from .log import insert
 from .state import Sessions, SessionState, cursor_key
 
@@ -82,13 +81,19 @@ def _complete(
     session = _live(sessions.get(session_id), session_id, cause.index)
     if session is None:
         return Superseded()
-    refuse_repeated_ids(args.ids, "returned event batch")
     key = cursor_key(cause.consumer, cause.lane, cause.index)
     cursor = session.cursors.get(key)
     recorded = session.finished.get(key) if cursor is None else cursor.completions.get(cause.index)
-    verdict = judge_completion(None if cursor is None else cursor.view(), cause, recorded)
+    view = None if cursor is None else cursor.view()
+    known = cursor is not None or key in session.finished
+    verdict = judge_completion(view, cause, recorded, known=known, ids=args.ids)
+    if verdict == "unknown":
+        return Superseded()
+    # Whatever the verdict, the declared log types are recorded (``refreshLogTypes``), once
+    # nothing can raise any more: a lone completion is not copied to roll back to.
     if verdict == "fresh" and cursor is not None:
         refuse_taken_ids(any(session.owner_of(event_id) is not None for event_id in args.ids))
+        refuse_targeted_lanes(session, [checked.event.type for checked in args.events], wake)
         refresh_types(session, wake)
         rows = insert(session, args.events, now=now, new_id=new_id, wake=wake, cause=cause)
         advance(session, cursor, CompletedAttempt(cause.attempt, tuple(args.ids)), now)
@@ -96,7 +101,10 @@ def _complete(
     if verdict == "replay" and recorded is not None:
         # The rows of a completed attempt sit above its index, so above the clear: live.
         refuse_mismatched_retry(recorded, args.ids)
-        return Completed(replay(args.events, [session.by_id[i].stored() for i in args.ids]))
+        replayed = replay(args.events, [session.by_id[i].stored() for i in args.ids])
+        refresh_types(session, wake)
+        return Completed(replayed)
+    refresh_types(session, wake)
     return Superseded()
 
 

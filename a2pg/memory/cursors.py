@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..contract.rules import CompletedAttempt
+from ..contract.rules import CompletedAttempt, refuse_non_log_cursor, woken_logs
 from ..models import CLEAR_EVENT_TYPE, ClaimRef, Consumer, LogSpec, NewEvent
 from .state import FRESH, CursorState, Row, SessionState, cursor_key
 
@@ -98,6 +98,19 @@ def enqueue(
                 set_head(session, cursor, first, now)
         elif existing.kind == "log":
             wake_idle(session, existing, log, now)
+
+
+def refuse_targeted_lanes(
+    session: SessionState | None, types: Sequence[str], wake: Sequence[Consumer]
+) -> None:
+    """A batch of these event types may not wake a log consumer on a lane where it has a
+    targeted lane cursor (``INVALID_ARGUMENT``); checked before anything is written."""
+    if session is None:
+        return
+    for name, log in woken_logs(types, wake):
+        cursor = session.cursors.get(cursor_key(name, log.lane, 0))
+        if cursor is not None:
+            refuse_non_log_cursor(cursor.kind, name, log.lane)
 
 
 def refresh_types(session: SessionState, consumers: Sequence[Consumer]) -> None:

@@ -16,7 +16,14 @@ from ..contract.rules import (
 from ..contract.values import CheckedEvent
 from ..errors import A2Error
 from ..models import AppendResult, Cause, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
-from .cursors import blocked_behind, enqueue, has_pending, open_log_cursor, wake_idle
+from .cursors import (
+    blocked_behind,
+    enqueue,
+    has_pending,
+    open_log_cursor,
+    refuse_targeted_lanes,
+    wake_idle,
+)
 from .state import Row, Sessions, SessionState, cursor_key
 
 STREAM_BATCH = 256
@@ -49,6 +56,7 @@ def append(
         if cause is not None:
             cursor = None if session is None else session.view_of(cause)
             fence(cause, cursor, clear_index, session_id)
+    refuse_targeted_lanes(session, [checked.event.type for checked in args.events], wake)
     session = sessions.writable(session_id)
     rows = plan_rows(session, args.events, now=now, new_id=new_id)
     sessions.keep(session)

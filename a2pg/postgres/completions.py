@@ -34,9 +34,10 @@ from ..contract.rules import (
     judge_failure,
     mismatched_retry,
     refuse_mismatched_retry,
-    refuse_repeated_ids,
+    refuse_non_log_cursor,
     refuse_taken_ids,
     replay,
+    woken_logs,
 )
 from ..models import (
     AnyLane,
@@ -108,10 +109,17 @@ class InOrder:
     """The sessions of ``moved``."""
 
     def fits(self, item: CompletionItem, declares: dict[CursorKey, str | None]) -> bool:
+        return self.fits_types(declares) and not (
+            item.args.events and item.args.completion.session_id in self.moved_in
+        )
+
+    def fits_types(self, declares: dict[CursorKey, str | None]) -> bool:
+        """Whether recording these types (all a completion that appends nothing writes,
+        such as a superseded one) may join the writes so far."""
         for key, types in declares.items():
             if self.declared.get(key, types) != types or self.moved.get(key, types) != types:
                 return False
-        return not (item.args.events and item.args.completion.session_id in self.moved_in)
+        return True
 
     def add(
         self,
@@ -224,7 +232,6 @@ class Batch:
             return Superseded()
         assert session is not None
         ids = item.args.ids
-        refuse_repeated_ids(ids, "returned event batch")
         cause = item.args.cause
         row = self.cursors.get(key_of(item))
         cursor = None if row is None else codec.cursor(row)
@@ -232,13 +239,19 @@ class Batch:
         recorded = self._recorded(item, row, earlier)
         if earlier is not None:  # this batch moved the head: judge against that, not the row
             cursor = None
-        verdict = judge_completion(cursor, cause, recorded)
-        if verdict == "superseded":
+        known = row is not None or self._created(key_of(item)) is not None
+        verdict = judge_completion(cursor, cause, recorded, known=known, ids=ids)
+        if verdict == "unknown":
             return Superseded()
-        if verdict == "replay":
-            assert recorded is not None
-            return Completed(self._replayed(item, recorded, clear_index))
+        if verdict != "fresh":  # it still records the types it declares (refreshLogTypes)
+            result: CompleteResult = Superseded()
+            if verdict == "replay":
+                assert recorded is not None
+                result = Completed(self._replayed(item, recorded, clear_index))
+            self._declare(item)
+            return result
         refuse_taken_ids(any(self._owned(c.session_id, event_id, clear_index) for event_id in ids))
+        self._refuse_targeted_lanes(item)
         assert row is not None
         self._in_order(item, row)
         self.plan.refresh(c.session_id, item.wake)
@@ -259,13 +272,49 @@ class Batch:
         )
         return Completed(stored)
 
+    def _declare(self, item: CompletionItem) -> None:
+        """Records the types a completion that writes nothing else declares, after the
+        writes so far (a new plan when they must come first)."""
+        declares = declared_types(item)
+        if not declares:
+            return
+        if not self.order.fits_types(declares):
+            self._next_plan()
+        self.types.update(declares)
+        self.order.add(item, declares, log=False)
+        self.plan.refresh(item.args.completion.session_id, item.wake)
+
+    def _refuse_targeted_lanes(self, item: CompletionItem) -> None:
+        """The events a fresh completion returns may not wake a log consumer on a lane
+        where it has a targeted lane cursor: one read with the batch's cursors, or one an
+        earlier completion of this batch made."""
+        session_id = item.args.completion.session_id
+        types = [checked.event.type for checked in item.args.events]
+        for name, log in woken_logs(types, item.wake):
+            key = (session_id, name, codec.cursor_key(log.lane, 0))
+            row = self.cursors.get(key)
+            kind = row["kind"] if row is not None else self._created(key)
+            if kind is not None:
+                refuse_non_log_cursor(kind, name, log.lane)
+
+    def _created(self, key: CursorKey) -> str | None:
+        """The kind of cursor an earlier completion of this batch made at ``key``, if any."""
+        for plan in self.plans:
+            kind = plan.creates(*key)
+            if kind is not None:
+                return kind
+        return None
+
+    def _next_plan(self) -> None:
+        self.plan = WritePlan(self.plan.now, self.plan.new_id, self.plan.sessions)
+        self.plans.append(self.plan)
+        self.order = InOrder()
+
     def _in_order(self, item: CompletionItem, row: DictRow) -> None:
         """Starts a new plan when this fresh completion's writes must follow those so far."""
         declares = declared_types(item)
         if not self.order.fits(item, declares):
-            self.plan = WritePlan(self.plan.now, self.plan.new_id, self.plan.sessions)
-            self.plans.append(self.plan)
-            self.order = InOrder()
+            self._next_plan()
         stored = None if row["types"] is None else codec.types_json(row["types"])
         types = self.types.get(key_of(item), stored)  # the cursor's types before this completion
         self.types.update(declares)
@@ -324,6 +373,9 @@ async def complete_judged(tx: Tx, items: Sequence[CompletionItem]) -> Finish[lis
     for item in items:
         c = item.args.completion
         push(keys, *key_of(item))
+        types = [checked.event.type for checked in item.args.events]
+        for name, log in woken_logs(types, item.wake):  # a targeted lane there is refused
+            push(keys, c.session_id, name, codec.cursor_key(log.lane, 0))
         if c.lane is not None:
             push(lanes, c.session_id, c.consumer, c.lane, c.index)
         for checked in item.args.events:

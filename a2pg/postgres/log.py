@@ -18,6 +18,7 @@ from ..contract.rules import (
     refuse_cleared_origin,
     refuse_non_log_cursor,
     replay,
+    woken_logs,
 )
 from ..ids import IdGenerator
 from ..models import AppendResult, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
@@ -77,8 +78,9 @@ async def append_fresh(
 ) -> AppendResult | None:
     """The append as one autocommit statement (``append_fresh`` in ``sql/log.sql``): one
     round trip. None when the statement declined the batch, having written nothing: a
-    supplied id is taken, the session was cleared and ids are supplied, or an append of
-    the session committed while it waited for the session row and log consumers wake."""
+    supplied id is taken, the session was cleared and ids are supplied, an append of
+    the session committed while it waited for the session row and log consumers wake,
+    or a log consumer it wakes has a targeted lane cursor there (``append`` refuses it)."""
     session_id = args.session_id
     events: list[str] = []
     targets: list[str] = []
@@ -175,7 +177,10 @@ async def append(
     keys = columns("session_ids", "consumers", "keys")
     for cause in causes:
         push(keys, session_id, cause.consumer, codec.cursor_key(cause.lane, cause.index))
-    fences = await tx.execute(tx.query("select_cursors"), keys) if causes else None
+    woken = woken_logs([checked.event.type for checked in args.events], wake)
+    for name, log in woken:  # the cursors the batch wakes: none may be a targeted lane's
+        push(keys, session_id, name, codec.cursor_key(log.lane, 0))
+    fences = await tx.execute(tx.query("select_cursors"), keys) if keys["keys"] else None
     sessions, now = await locked.result()
     session = sessions[session_id]
     stored = [] if owners is None else [codec.event(r) for r in await owners.fetchall()]
@@ -190,6 +195,10 @@ async def append(
     for cause in causes:
         cursor = cursors.get((cause.consumer, codec.cursor_key(cause.lane, cause.index)))
         fence(cause, cursor, session.clear_index, session_id)
+    for name, log in woken:
+        cursor = cursors.get((name, codec.cursor_key(log.lane, 0)))
+        if cursor is not None:
+            refuse_non_log_cursor(cursor.kind, name, log.lane)
     plan = tx.new_plan(now, sessions)
     inserted = plan.add_batch(session_id, args.events, wake=wake, ids=ids)
     await tx.apply(plan)

@@ -67,6 +67,8 @@ class WritePlan:
     event_cursors: Columns = field(
         default_factory=lambda: columns("session_ids", "consumers", "keys", "idxs")
     )
+    event_cursor_keys: set[tuple[str, str, str]] = field(default_factory=set)
+    """The ``(session_id, consumer, cursor_key)`` of ``event_cursors``."""
     lane_events: Columns = field(
         default_factory=lambda: columns("session_ids", "consumers", "lanes", "idxs")
     )
@@ -140,6 +142,7 @@ class WritePlan:
                 if target.lane is None:
                     key = codec.cursor_key(None, index)
                     push(self.event_cursors, session_id, target.consumer, key, index)
+                    self.event_cursor_keys.add((session_id, target.consumer, key))
                     continue
                 push(self.lane_events, session_id, target.consumer, target.lane, index)
                 self.lane_heads.setdefault((session_id, target.consumer, target.lane), index)
@@ -199,6 +202,16 @@ class WritePlan:
 
     def release(self, session_id: str, consumer: str, key: str, index: int) -> None:
         push(self.releases, session_id, consumer, key, index)
+
+    def creates(self, session_id: str, consumer: str, key: str) -> str | None:
+        """The kind of cursor this plan may create at that key (``"event"``, ``"lane"``,
+        ``"log"``), or None: what a later completion of the same batch finds there."""
+        if key.startswith(codec.LANE_KEY_PREFIX):
+            lane = key[len(codec.LANE_KEY_PREFIX) :]
+            if (session_id, consumer, lane) in self.lane_heads:
+                return "lane"
+            return "log" if (session_id, consumer, key) in self.wakes else None
+        return "event" if (session_id, consumer, key) in self.event_cursor_keys else None
 
     # -- sending -------------------------------------------------------------------------
 

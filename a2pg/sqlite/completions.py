@@ -21,7 +21,6 @@ from ..contract.rules import (
     judge_failure,
     mismatched_retry,
     refuse_mismatched_retry,
-    refuse_repeated_ids,
     refuse_taken_ids,
     replay,
 )
@@ -79,13 +78,17 @@ def _complete(tx: Tx, item: CompletionItem) -> CompleteResult:
     if not live:
         return Superseded()
     ids = item.args.ids
-    refuse_repeated_ids(ids, "returned event batch")
     row = select_cursor(tx.conn, c.session_id, c.consumer, codec.cursor_key(c.lane, c.index))
     recorded = _recorded(tx, row, item)
-    verdict = judge_completion(None if row is None else codec.cursor(row), cause, recorded)
+    view = None if row is None else codec.cursor(row)
+    verdict = judge_completion(view, cause, recorded, known=row is not None, ids=ids)
+    if verdict == "unknown":
+        return Superseded()
+    # Whatever the verdict, the declared log types are recorded (``refreshLogTypes``); a
+    # call that raises rolls them back with the rest.
+    refresh_types(tx, c.session_id, item.wake)
     if verdict == "fresh" and row is not None:
         refuse_taken_ids(bool(live_owners(tx.conn, session, ids)))
-        refresh_types(tx, c.session_id, item.wake)
         stored, session = insert_batch(tx, session, item.args.events, wake=item.wake, cause=cause)
         advance(tx, session, row, CompletedAttempt(cause.attempt, tuple(ids)))
         return Completed(stored)

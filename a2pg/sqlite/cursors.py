@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..contract.rules import CompletedAttempt
+from ..contract.rules import CompletedAttempt, refuse_non_log_cursor
 from ..contract.values import CheckedEvent
 from ..models import Cause, Consumer, LogSpec, StoredEvent
 from . import codec
@@ -108,8 +108,9 @@ def _wake_log(
         position = session.clear_index if log.backfill else base
         head = next_log_head(tx.conn, sid, position, log.types) if log.backfill else first
         open_log_cursor(tx, sid, name, log, position, head)
-    elif existing["kind"] == "log":
-        wake_idle(tx, sid, existing, log)
+        return
+    refuse_non_log_cursor(existing["kind"], name, log.lane)  # the transaction rolls back
+    wake_idle(tx, sid, existing, log)
 
 
 def open_log_cursor(

@@ -5,8 +5,9 @@ Each revision is a script in ``migrations/`` (``0001_seed_layout.sql``,
 the revision recorded in ``a2_meta``: SQLite's DDL is transactional, so a migration
 applies whole or not at all, and two migrators started at once take turns (the second
 finds the file current). ``0001`` is the seed's own ``cursors-1`` layout: a file the
-JavaScript SQLite store wrote is at ``0001`` and migrates on like any other. The
-layout from before consumers is refused, as the seed refused it.
+JavaScript SQLite store wrote is at ``0001`` and migrates on like any other, one way
+(``0002`` makes that store's open fail, naming a2pg). The layout from before
+consumers is refused, as the seed refused it.
 """
 
 from __future__ import annotations

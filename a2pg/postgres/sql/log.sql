@@ -372,7 +372,7 @@ w as (
   select x.*
     from t cross join w
    cross join lateral (
-     select c.consumer, c.cursor_key, c.position, c.head
+     select c.consumer, c.cursor_key, c.kind, c.position, c.head
        from {schema}.a2_cursors c
       where c.session_id = t.sid and c.consumer = w.c and c.cursor_key = w.k
       limit 1
@@ -412,10 +412,12 @@ w as (
 
 -- fragment: append_stale
 -- The CTE `stale`: whether an append committed between this statement's snapshot and
--- its session lock (the snapshot's last event is not the head it locked).
+-- its session lock (the snapshot's last event is not the head it locked), or a log
+-- consumer woken has a targeted lane cursor on its lane (the transaction refuses that).
 stale as (
   select t.base <> coalesce((select pg_catalog.max(e.idx) from {schema}.a2_events e
-                              where e.session_id = t.sid), 0) as stale
+                              where e.session_id = t.sid), 0)
+         or exists (select from current x where x.kind <> 'log') as stale
     from t
 )
 

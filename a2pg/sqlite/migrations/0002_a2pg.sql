@@ -10,7 +10,13 @@
 --   lets claim_any read the oldest ready heads without sorting.
 -- * a2_consumers: the consumer registry (SPEC 2.9).
 -- * a2_workers and a2_cursors_dead: what monitoring reads (below).
--- * Presence is short-lived and the seed stored `seen` unencoded: its rows are dropped.
+-- * Lane cursors a clear left behind go, as a2pg's clear drops them: the seed kept them
+--   below its marker (revived by the lane's next event).
+-- * Presence rows stay: their times are scaled, and `seen`, which the seed stored as
+--   given (text), becomes the JSON string of that text, as a2pg stores JSON.
+-- * The migration is one way: the seed's store would read the microseconds as
+--   milliseconds (and miss every leased head), so a2_meta refuses the layout record it
+--   writes at every open, with an error naming a2pg (a2pg never writes it again).
 
 update a2_events set created_at = created_at * 1000;
 
@@ -25,7 +31,22 @@ update a2_snapshots set updated_at = updated_at * 1000;
 
 update a2_snapshot_history set updated_at = updated_at * 1000;
 
-delete from a2_presence;
+delete from a2_cursors
+ where kind = 'lane'
+   and (head is null or head <= (select k.clear_index from a2_clears k
+                                  where k.session_id = a2_cursors.session_id))
+   and position <= (select k.clear_index from a2_clears k
+                     where k.session_id = a2_cursors.session_id);
+
+update a2_presence
+   set seen = case when seen is null then 'null' else json_quote(seen) end,
+       at = at * 1000,
+       expires_at = expires_at * 1000;
+
+create trigger a2_meta_one_way before insert on a2_meta when new.key = 'layout'
+begin
+  select raise(abort, 'a2pg migrated this SQLite file, one way: the JavaScript SQLite store cannot read it (its times are microseconds now); open it with a2pg, or give that store a copy made before a2pg migrate --sqlite');
+end;
 
 alter table a2_events add column id_retired integer not null default 0;
 

@@ -67,15 +67,18 @@ on conflict do nothing;
 
 -- name: queue_lane_head
 -- A missing lane cursor starts at the clear index with this event as its head; an idle
--- one takes it; a busy one keeps its head and reaches the event when it advances.
+-- one takes it, as does one left below the clear marker (the seed's store kept its lane
+-- cursors there; a2pg's clear drops them, and migration 0002 the seed's); a busy one
+-- keeps its head and reaches the event when it advances.
 insert into a2_cursors as c (session_id, consumer, cursor_key, lane, kind, position, head,
                              ready_at)
 values (:session_id, :consumer, :cursor_key, :lane, 'lane', :clear_index, :idx, :now)
 on conflict (session_id, consumer, cursor_key) do update set
   head = excluded.head,
+  position = max(c.position, excluded.position),
   ready_at = excluded.ready_at,
   -- include: no_attempts
-where c.head is null;
+where c.head is null or c.head <= excluded.position;
 
 -- name: open_log_cursor
 insert into a2_cursors (session_id, consumer, cursor_key, lane, kind, position, head, types,
