@@ -29,7 +29,7 @@ from .pages.overview import overview_page
 from .pages.sessions import session_page, sessions_page
 from .pages.tail import tail_stream
 from .render import Pages
-from .security import Auth, Csrf, RequireAuth
+from .security import Auth, Csrf, NoSniff, RequireAuth
 from .state import Dashboard, dashboard_of
 from .throughput import SAMPLE_SECONDS, sampling
 
@@ -83,6 +83,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(NoSniff),
             Middleware(RequireAuth, auth=auth or Auth()),
             Middleware(Outages, page=_database_down),
         ],

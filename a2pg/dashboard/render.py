@@ -24,11 +24,18 @@ COLLAPSE_CHARS = 400
 COLLAPSE_LINES = 12
 """A pretty-printed payload longer than either is collapsed behind its first line."""
 PREVIEW_CHARS = 120
+PAYLOAD_SHOWN_BYTES = 16 * 1024
+"""UTF-8 bytes of a payload's pretty JSON a page or the live tail shows at most; the rest
+is cut, with a marker giving the payload's whole size (``a2pg tail`` prints it whole).
+A session page of 50 events so holds at most 50 x 16 KiB of payload text."""
+
+_PRETTY = json.JSONEncoder(indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
 @dataclass(frozen=True, slots=True)
 class Payload:
-    """A payload as a page shows it: pretty JSON, and a one-line preview when collapsed."""
+    """A payload as a page shows it: pretty JSON (cut to ``PAYLOAD_SHOWN_BYTES``), and a
+    one-line preview when collapsed."""
 
     text: str
     preview: str
@@ -36,11 +43,37 @@ class Payload:
 
 
 def payload_view(value: Any) -> Payload:
-    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
     compact = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    collapsed = len(text) > COLLAPSE_CHARS or text.count("\n") >= COLLAPSE_LINES
+    text, cut = _pretty(value, PAYLOAD_SHOWN_BYTES)
+    if cut:
+        size = len(compact.encode("utf-8"))  # as the store measures a payload
+        text += f"\n… (truncated: {size} bytes in all)"
+    collapsed = cut or len(text) > COLLAPSE_CHARS or text.count("\n") >= COLLAPSE_LINES
     preview = compact if len(compact) <= PREVIEW_CHARS else compact[: PREVIEW_CHARS - 1] + "…"
     return Payload(text, preview, collapsed)
+
+
+def _pretty(value: Any, limit: int) -> tuple[str, bool]:
+    """``value`` as indented JSON, at most ``limit`` UTF-8 bytes of it, and whether it was
+    cut. Encodes lazily and stops once past the limit: a 1 MiB payload (several MiB
+    indented) costs its first ``limit`` bytes, not the whole."""
+    parts: list[str] = []
+    chars = 0
+    cut = False
+    for chunk in _PRETTY.iterencode(value):
+        parts.append(chunk)
+        chars += len(chunk)
+        if chars > limit:
+            cut = True
+            break
+    text = "".join(parts)
+    if not cut and chars * 4 <= limit:  # too short to be over, whatever its characters
+        return text, False
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit and not cut:
+        return text, False
+    # Cut at a character boundary at most ``limit`` bytes in.
+    return encoded[:limit].decode("utf-8", errors="ignore"), True
 
 
 def when(value: datetime | None) -> str:
@@ -129,14 +162,12 @@ class Pages:
         )
         response = HTMLResponse(html, status_code=status_code)
         response.headers["Content-Security-Policy"] = CSP
-        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["X-Content-Type-Options"] = "nosniff"  # as NoSniff adds anyway
         response.headers["Referrer-Policy"] = "same-origin"
         response.headers["X-Frame-Options"] = "DENY"
         response.headers["Cache-Control"] = "no-store"
         if new_cookie is not None:
-            Csrf.set_cookie(
-                response, new_cookie, path=root or "/", secure=request.url.scheme == "https"
-            )
+            Csrf.set_cookie(response, request, new_cookie, root=root)
         return response
 
 

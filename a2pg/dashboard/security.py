@@ -10,6 +10,17 @@ SameSite=Strict); every form carries the HMAC of that cookie under a secret made
 fresh for each process. A POST whose form token is not the HMAC of its own cookie is
 refused with 403 before anything runs, so another site can neither forge a form (it
 cannot read the cookie or the page) nor replay one token for another browser.
+
+Over HTTPS the cookie is ``__Host-a2pg_csrf`` (Secure, Path=/, no Domain): a browser
+takes it only from this host over TLS, so neither a sibling subdomain nor a plain-HTTP
+response can plant one, and the plain name is not read there. Over plain HTTP
+(loopback) a browser refuses ``__Host-`` (it needs Secure), so the cookie is
+``a2pg_csrf``, scoped to the root path. HTTPS is the request's scheme as the server
+sees it: behind a proxy that terminates TLS, the ``X-Forwarded-Proto`` it sends (which
+uvicorn takes from 127.0.0.1 and ::1, or ``FORWARDED_ALLOW_IPS``).
+
+Every response (pages, static files, the live tail, refusals) says
+``X-Content-Type-Options: nosniff`` (``NoSniff``).
 """
 
 from __future__ import annotations
@@ -23,9 +34,10 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import invalid
 
@@ -34,6 +46,9 @@ BASIC_ENV = "A2PG_DASHBOARD_BASIC"
 REALM = "a2pg dashboard"
 
 CSRF_COOKIE = "a2pg_csrf"
+"""The CSRF cookie's name over plain HTTP."""
+CSRF_HOST_COOKIE = "__Host-" + CSRF_COOKIE
+"""Its name over HTTPS: Secure, Path=/ and no Domain, as the prefix requires."""
 CSRF_FIELD = "csrf_token"
 _COOKIE_VALUE = re.compile(r"^[0-9a-f]{32}$")
 _TOKEN = re.compile(r"[\x21-\x7e]+\Z")
@@ -134,6 +149,31 @@ class RequireAuth:
         await self.app(scope, receive, send)
 
 
+class NoSniff:
+    """ASGI middleware: every HTTP response says ``X-Content-Type-Options: nosniff``, so
+    a browser never runs a response as a type it was not labelled (a static file, an
+    error page, the live tail)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["X-Content-Type-Options"] = "nosniff"
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+def https(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
 class Csrf:
     """Issues and checks the signed double-submit tokens of one process."""
 
@@ -144,8 +184,14 @@ class Csrf:
         return hmac.new(self._secret, cookie.encode("ascii"), hashlib.sha256).hexdigest()
 
     @staticmethod
-    def cookie_of(request: Request) -> str | None:
-        value = request.cookies.get(CSRF_COOKIE)
+    def cookie_name(request: Request) -> str:
+        """``__Host-a2pg_csrf`` over HTTPS, ``a2pg_csrf`` over plain HTTP: only that one
+        is read (over HTTPS, a plain cookie may have been planted)."""
+        return CSRF_HOST_COOKIE if https(request) else CSRF_COOKIE
+
+    @classmethod
+    def cookie_of(cls, request: Request) -> str | None:
+        value = request.cookies.get(cls.cookie_name(request))
         return value if value is not None and _COOKIE_VALUE.match(value) else None
 
     def token_for(self, request: Request) -> tuple[str, str | None]:
@@ -162,8 +208,16 @@ class Csrf:
             return False
         return hmac.compare_digest(self._sign(cookie).encode(), token.encode("utf-8"))
 
-    @staticmethod
-    def set_cookie(response: Response, value: str, *, path: str, secure: bool) -> None:
+    @classmethod
+    def set_cookie(cls, response: Response, request: Request, value: str, *, root: str) -> None:
+        """Over HTTPS the ``__Host-`` cookie (Secure, Path=/); else the plain one, under
+        ``root`` (the mount point). Never a Domain: the cookie stays with this host."""
+        secure = https(request)
         response.set_cookie(
-            CSRF_COOKIE, value, path=path, httponly=True, samesite="strict", secure=secure
+            cls.cookie_name(request),
+            value,
+            path="/" if secure else root or "/",
+            httponly=True,
+            samesite="strict",
+            secure=secure,
         )

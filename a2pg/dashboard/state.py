@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.requests import Request
 
 from ..store import Store
 from .render import Pages
+from .tails import Tail
 from .throughput import Throughput
 
 SESSIONS_PAGE = 50
@@ -18,7 +17,7 @@ DEAD_LETTERS_PAGE = 50
 BULK_LIMIT = 500
 """Dead letters one bulk action redrives at most (the confirmation lists each)."""
 MAX_STREAMS = 64
-"""Live tails one dashboard process serves at once; more get 503."""
+"""Live tails one dashboard process serves at once; more get 503 (with Retry-After)."""
 
 
 @dataclass
@@ -27,17 +26,23 @@ class Dashboard:
     pages: Pages
     read_only: bool
     throughput: Throughput = field(default_factory=Throughput)
-    tails: set[asyncio.Queue[Any]] = field(default_factory=set)
-    """The queues of the live tails open now."""
+    tails: set[Tail] = field(default_factory=set)
+    """The live tails open now."""
     closing: bool = False
+
+    def claim_tail(self) -> Tail | None:
+        """A place for one more live tail, or None when all ``MAX_STREAMS`` are taken (or
+        the server is stopping). Counts and takes in one step, with no ``await`` between:
+        tails opened at once cannot all see a free place."""
+        if self.closing or len(self.tails) >= MAX_STREAMS:
+            return None
+        return Tail(self.tails)
 
     def close_tails(self) -> None:
         """Ends every live tail (the server is stopping: they would hold it up)."""
         self.closing = True
-        for queue in self.tails:
-            while queue.full():
-                queue.get_nowait()
-            queue.put_nowait(None)
+        for tail in self.tails:
+            tail.stop()
 
 
 def dashboard_of(request: Request) -> Dashboard:

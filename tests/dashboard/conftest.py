@@ -25,13 +25,21 @@ Client = Callable[..., httpx.AsyncClient]
 @pytest.fixture
 async def client_for() -> AsyncIterator[Client]:
     """``client_for(store, read_only=..., auth=...)``: an httpx client of a dashboard app
-    over ``store``, running in the test's event loop (where the store's connections are)."""
+    over ``store``, running in the test's event loop (where the store's connections are);
+    ``base_url`` (``https://...`` for a request over TLS) and ``root_path`` are the
+    server's."""
     opened: list[httpx.AsyncClient] = []
 
-    def make(store: Store, **options: Any) -> httpx.AsyncClient:
+    def make(
+        store: Store,
+        *,
+        base_url: str = "http://dashboard.test",
+        root_path: str = "",
+        **options: Any,
+    ) -> httpx.AsyncClient:
         app = create_app(store, **options)
         client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://dashboard.test"
+            transport=httpx.ASGITransport(app=app, root_path=root_path), base_url=base_url
         )
         opened.append(client)
         return client

@@ -3,6 +3,7 @@ events by index window, its cursors and dead letters; bad input is a 400, never 
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -112,6 +113,26 @@ async def test_large_payloads_are_collapsed(store: Store, client: httpx.AsyncCli
     page = (await client.get("/session", params={"id": "s1"})).text
     assert page.count('<details class="payload">') == 1
     assert '<pre class="payload">{\n  &#34;small&#34;: 1\n}</pre>' in page
+
+
+async def test_a_session_page_of_1_mib_payloads_is_bounded_in_bytes(
+    store: Store, client: httpx.AsyncClient
+) -> None:
+    """50 payloads of 1 MiB (each ``<``, 4 bytes escaped) once made a 210 MB page: each is
+    shown cut, with a marker giving its whole size, and the page stays a few MiB."""
+    text = "<" * ((1 << 20) - 40)
+    payloads = [{"n": n, "text": text} for n in range(50)]
+    for start in range(0, 50, 10):  # one append writes at most 16 MiB
+        await store.append("huge", [NewEvent("big", p) for p in payloads[start : start + 10]])
+    response = await client.get("/session", params={"id": "huge"})
+    assert response.status_code == 200
+    assert len(response.content) < 4 << 20, len(response.content)
+    page = response.text
+    events = page[page.index('id="events"') :]
+    assert len(re.findall(r'<tr>\s*<td class="num">(\d+)</td>', events)) == 50
+    sizes = [len(json.dumps(p, separators=(",", ":")).encode()) for p in payloads]
+    assert re.findall(r"\(truncated: (\d+) bytes in all\)</pre>", events) == [str(n) for n in sizes]
+    assert events.count('<details class="payload">') == 50
 
 
 async def test_unknown_session_is_404(store: Store, client: httpx.AsyncClient) -> None:

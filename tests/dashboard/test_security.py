@@ -13,7 +13,7 @@ from a2pg.errors import A2Error
 from a2pg.store import Store
 
 from .conftest import Client
-from .helpers import HOSTILE, csrf_token, dead_letter
+from .helpers import HOSTILE, append_plain, csrf_token, dead_letter
 
 
 async def test_hostile_text_is_escaped_everywhere(store: Store, client: httpx.AsyncClient) -> None:
@@ -208,3 +208,105 @@ async def test_a_non_ascii_authorization_header_is_a_401_not_a_500(
     for value in (b"Basic \xe9t\xe9", b"Bearer \xe9t\xe9", b"\xe9 x"):
         response = await client.get("/sessions", headers={b"Authorization": value})
         assert response.status_code == 401, value
+
+
+async def test_every_response_forbids_content_sniffing(store: Store, client_for: Client) -> None:
+    """Static files too: a browser must not run a file it was told is CSS as script."""
+    await append_plain(store, "s1", [1])
+    client = client_for(store)
+    for path in (
+        "/static/dashboard.js",
+        "/static/dashboard.css",
+        "/static/missing.js",
+        "/",
+        "/sessions",
+        "/session?id=s1",
+        "/session?id=nobody",
+        "/dead-letters",
+        "/nowhere",
+        "/session/stream?id=s1&after=nope",
+    ):
+        response = await client.get(path)
+        assert response.headers.get("x-content-type-options") == "nosniff", path
+    assert (await client.get("/static/dashboard.js")).status_code == 200
+    refused = await client.post("/redrive", data={})
+    assert refused.status_code == 403
+    assert refused.headers.get("x-content-type-options") == "nosniff"
+    locked = client_for(store, auth=Auth(token="t"))
+    for path in ("/static/dashboard.js", "/"):
+        response = await locked.get(path)
+        assert response.status_code == 401
+        assert response.headers.get("x-content-type-options") == "nosniff", path
+
+
+def _set_cookie(response: httpx.Response) -> str:
+    [cookie] = response.headers.get_list("set-cookie")
+    return cookie
+
+
+@pytest.mark.parametrize("root_path", ["", "/a2pg"])
+async def test_over_https_the_csrf_cookie_is_a_host_cookie(
+    store: Store, client_for: Client, root_path: str
+) -> None:
+    """``__Host-``: Secure, Path=/ and no Domain, so neither plain HTTP nor another host
+    (a sibling subdomain) can set it; under a root path too, which then cannot scope it."""
+    index = await dead_letter(store, "s1")
+    client = client_for(store, base_url="https://dashboard.test", root_path=root_path)
+    page = await client.get(f"{root_path}/session", params={"id": "s1"})
+    assert page.status_code == 200
+    cookie = _set_cookie(page)
+    attributes = [part.strip().lower() for part in cookie.split(";")]
+    assert cookie.startswith("__Host-a2pg_csrf=")
+    assert "secure" in attributes and "path=/" in attributes and "httponly" in attributes
+    assert "samesite=strict" in attributes
+    assert not [a for a in attributes if a.startswith("domain")]
+    form = {
+        "session": "s1",
+        "consumer": "c",
+        "cursor": "lane",
+        "lane": "l",
+        "index": str(index),
+        "action": "skip",
+        "csrf_token": csrf_token(page.text),
+    }
+    # The same value under the plain name (planted over HTTP, say) is not taken over HTTPS.
+    value = cookie.split(";")[0].split("=", 1)[1]
+    planted = client_for(store, base_url="https://dashboard.test", root_path=root_path)
+    planted.cookies.set("a2pg_csrf", value)
+    refused = await planted.post(f"{root_path}/redrive", data=form)
+    assert refused.status_code == 403
+    assert len(await store.dead_letters("s1")) == 1
+    done = await client.post(f"{root_path}/redrive", data=form)
+    assert done.status_code == 303
+    assert await store.dead_letters("s1") == []
+    again = await client.get(f"{root_path}/session", params={"id": "s1"})
+    assert "set-cookie" not in again.headers  # the browser keeps the one it has
+
+
+@pytest.mark.parametrize("root_path", ["", "/a2pg"])
+async def test_over_plain_http_the_csrf_cookie_keeps_its_plain_name(
+    store: Store, client_for: Client, root_path: str
+) -> None:
+    """A browser refuses a ``__Host-`` cookie without Secure, and a Secure one over HTTP:
+    on plain HTTP (loopback) it is ``a2pg_csrf``, scoped to the root path."""
+    index = await dead_letter(store, "s1")
+    client = client_for(store, root_path=root_path)
+    page = await client.get(f"{root_path}/session", params={"id": "s1"})
+    cookie = _set_cookie(page)
+    attributes = [part.strip().lower() for part in cookie.split(";")]
+    assert cookie.startswith("a2pg_csrf=")
+    assert "secure" not in attributes and f"path={root_path or '/'}" in attributes
+    done = await client.post(
+        f"{root_path}/redrive",
+        data={
+            "session": "s1",
+            "consumer": "c",
+            "cursor": "lane",
+            "lane": "l",
+            "index": str(index),
+            "action": "skip",
+            "csrf_token": csrf_token(page.text),
+        },
+    )
+    assert done.status_code == 303
+    assert await store.dead_letters("s1") == []
