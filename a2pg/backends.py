@@ -31,7 +31,9 @@ class Options:
     """Where a command's store is, as its options say: with ``sqlite`` (``--sqlite
     [PATH]``) the SQLite file ``path`` (None: a temporary one), else PostgreSQL at
     ``dsn`` (None: a throwaway embedded server) in ``schema``, with the ``pooler`` and
-    ``prepare`` settings given (None: the environment's, else the store's defaults)."""
+    ``prepare`` settings given (None: the environment's, else the store's defaults), and
+    how long a PostgreSQL migration's DDL waits for a lock (``lock_timeout``, seconds;
+    None: the migration's default)."""
 
     sqlite: bool = False
     path: Path | None = None
@@ -39,6 +41,7 @@ class Options:
     schema: str | None = None
     pooler: str | None = None
     prepare: bool | None = None
+    lock_timeout: float | None = None
 
 
 class Layout(Protocol):

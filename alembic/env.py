@@ -49,8 +49,11 @@ def run_offline() -> None:
 
 
 def run_on(connection: Connection) -> None:
-    """Migrates in the connection's open transaction, which the caller commits."""
-    status = migrate.prepare_schema(connection, schema)
+    """Migrates in the connection's open transaction, which the caller commits; its
+    statements wait for locks at most ``lock_timeout`` seconds when ``upgrade`` says so."""
+    status = migrate.prepare_schema(
+        connection, schema, lock_timeout=config.attributes.get("lock_timeout")
+    )
     context.configure(
         connection=connection,
         version_table=layout.VERSION_TABLE,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .connect import configure_connection
+from .errors import CallTimeout
 from .store import PostgresStore
 
-__all__ = ["PostgresStore", "configure_connection"]
+__all__ = ["CallTimeout", "PostgresStore", "configure_connection"]

@@ -14,17 +14,20 @@ import contextlib
 import dataclasses
 import functools
 import os
+import shlex
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 import psycopg
+from psycopg_pool import PoolTimeout, TooManyRequests
 
 from ..errors import A2Error, StoreUnavailable, invalid
 from . import dsn as dsns
 from .connect import CONNECT_TIMEOUT, Pooler, check_pooler, check_reachable
 from .embedded import EmbeddedMissing, EmbeddedUnavailable
 from .layout import DEFAULT_SCHEMA, LayoutStatus
+from .migrate import MigrationLockTimeout
 
 if TYPE_CHECKING:
     from .probe import Probe
@@ -127,19 +130,47 @@ def _driver_error(exc: BaseException) -> psycopg.Error | None:
     return orig if isinstance(orig, psycopg.Error) else None
 
 
+POOL_RAN_OUT = (
+    "the store's connection pool ran out at {where}: {why} (every connection busy and "
+    "no new one made in time; raise the pool's max_size, or the pooler's pool size: "
+    "see docs/operating/poolers.md)"
+)
+"""What an exhausted pool (``PoolTimeout``, ``TooManyRequests``) says."""
+
+
 def outage(exc: BaseException, where: str) -> A2Error | None:
     """``STORE_UNAVAILABLE`` for psycopg's ``OperationalError`` (refused, reset, timed
-    out, starting up, out of connections; a pool's ``PoolTimeout`` is one too)."""
+    out, starting up, out of connections; a pool's ``PoolTimeout`` is one too, and
+    says that the pool ran out)."""
     error = _driver_error(exc)
+    if isinstance(error, PoolTimeout | TooManyRequests):
+        return StoreUnavailable(message=POOL_RAN_OUT.format(where=where, why=gist(error)))
     if isinstance(error, psycopg.OperationalError):
         return StoreUnavailable(message=f"cannot reach the database at {where}: {gist(error)}")
     return None
+
+
+class MigrateRefused(Exception):
+    """``a2pg migrate`` refused for lack of rights: the driver's error and which rights."""
+
+    def __init__(self, error: psycopg.Error, schema: str) -> None:
+        super().__init__(gist(error))
+        self.error = error
+        self.hint = (
+            f"the migrating role must own schema {schema!r}, or have CREATE on the database "
+            f"to create it; a runtime role needs only what `a2pg grants ROLE --schema "
+            f"{shlex.quote(schema)}` prints, granted by the owner"
+        )
 
 
 def failure(exc: BaseException) -> str | None:
     """Any other psycopg error, or an embedded server that would not start, on one line."""
     if isinstance(exc, EmbeddedUnavailable):
         return gist(exc)
+    if isinstance(exc, MigrationLockTimeout):
+        return str(exc)  # what to do, on one line
+    if isinstance(exc, MigrateRefused):
+        return f"database error: {gist(exc.error)} ({exc.hint})"
     error = _driver_error(exc)
     return None if error is None else f"database error: {gist(error)}"
 
@@ -162,6 +193,9 @@ class Given(Protocol):
     @property
     def prepare(self) -> bool | None: ...
 
+    @property
+    def lock_timeout(self) -> float | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class PostgresSite:
@@ -173,6 +207,8 @@ class PostgresSite:
     schema: str | None = None
     pooler: str | None = None
     prepare: bool | None = None
+    lock_timeout: float | None = None
+    """Seconds each statement of ``migrate`` waits for a lock (None: ``migrate``'s 5 s)."""
 
     backend = "postgres"
     server = True
@@ -214,9 +250,18 @@ class PostgresSite:
         return await asyncio.to_thread(inspect_layout, self.given_dsn, self.schema_name)
 
     async def migrate(self) -> LayoutStatus:
-        from .migrate import upgrade
+        from .migrate import LOCK_TIMEOUT, upgrade
 
-        await asyncio.to_thread(upgrade, self.given_dsn, self.schema_name)
+        lock_timeout = LOCK_TIMEOUT if self.lock_timeout is None else self.lock_timeout
+        try:
+            await asyncio.to_thread(
+                upgrade, self.given_dsn, self.schema_name, lock_timeout=lock_timeout
+            )
+        except Exception as exc:
+            error = _driver_error(exc)
+            if isinstance(error, psycopg.errors.InsufficientPrivilege):
+                raise MigrateRefused(error, self.schema_name) from exc
+            raise
         return await self.layout()
 
     def write_migration_sql(self, out: TextIO) -> None:
@@ -275,7 +320,13 @@ class PostgresBackend:
     name = "postgres"
 
     def site(self, options: Given) -> PostgresSite:
-        return PostgresSite(options.dsn, options.schema, options.pooler, options.prepare)
+        return PostgresSite(
+            options.dsn,
+            options.schema,
+            options.pooler,
+            options.prepare,
+            lock_timeout=options.lock_timeout,
+        )
 
     def outage(self, exc: BaseException, where: str) -> A2Error | None:
         return outage(exc, where)

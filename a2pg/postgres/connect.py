@@ -6,6 +6,7 @@ The store imports this module; opening a store from the command line's options
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -13,12 +14,14 @@ from typing import Any, Literal, get_args
 
 import psycopg
 from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from ..errors import invalid
 from .database import Conn
 from .dsn import scrub, to_libpq
 from .layout import ensure_layout
+from .poolers import DIRECT, Route, configure, number_statements, probe, ready
 
 Configure = Callable[[AsyncConnection[Any]], Awaitable[None]]
 Pooler = Literal["none", "session", "transaction"]
@@ -65,6 +68,35 @@ def connection_kwargs(*, prepare: bool, timeout: float) -> dict[str, Any]:
     if not prepare:
         kwargs["prepare_threshold"] = None
     return kwargs
+
+
+KEEPALIVES: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+"""libpq's TCP settings on the store's own connections. A connection whose peer vanished
+without a reset (a partition, a dead load balancer) fails within about 30 s: an idle one
+once its keepalive probes (after 10 s idle, then every 5 s) go unanswered, one whose
+data goes unacknowledged after ``tcp_user_timeout`` (ms; Linux, where it also bounds the
+probes), where TCP alone waits 15 minutes to 2 hours. Socket options of the client, so
+they work behind PgBouncer in transaction mode too; no effect on a Unix socket. A DSN
+that sets any of them keeps its own."""
+
+
+def with_keepalives(conninfo: str) -> str:
+    """``conninfo`` (as ``to_libpq`` gives it) with the ``KEEPALIVES`` it does not set."""
+    given = conninfo_to_dict(conninfo)
+    missing = {key: value for key, value in KEEPALIVES.items() if key not in given}
+    return make_conninfo(conninfo, **missing) if missing else conninfo
+
+
+def store_conninfo(dsn: str) -> str:
+    """What the store's own connections (pool, LISTEN) connect with: ``dsn`` checked and
+    read as libpq reads it, with TCP keepalives."""
+    return with_keepalives(to_libpq(dsn))
 
 
 def timeout_seconds(timeout: float) -> int:
@@ -120,6 +152,8 @@ class Reach:
     prepare: bool
     connect_timeout: float
     log_filter: ScrubPassword | None = None
+    route: Route | None = None
+    """What ``poolers.probe`` saw between the store and PostgreSQL (None: not probed yet)."""
 
     @classmethod
     async def build(
@@ -147,13 +181,15 @@ class Reach:
                 raise invalid("a pool with a callable conninfo needs listen_dsn= for its LISTEN")
             given = dsn.kwargs if isinstance(dsn.kwargs, dict) else {}
             reach = cls(
-                dsn, False, to_libpq(conninfo), {**given, **kwargs}, conninfo, prepare,
+                dsn, False, store_conninfo(conninfo), {**given, **kwargs}, conninfo, prepare,
                 connect_timeout,
             )  # fmt: skip
         else:
-            pool_conninfo = to_libpq(dsn)
+            pool_conninfo = store_conninfo(dsn)
             first = await connect(pool_conninfo, **kwargs)
             try:
+                second = functools.partial(connect, pool_conninfo, **kwargs)
+                route = await probe(first, second, prepare=prepare, within=connect_timeout)
                 await ensure_layout(first, schema, statement_timeout=connect_timeout)
             finally:
                 await first.close()
@@ -164,20 +200,49 @@ class Reach:
                 kwargs=dict(kwargs),
                 open=False,
                 name=f"a2pg[{schema}]",
+                configure=configure(within=connect_timeout, first_statement=route != DIRECT),
+                timeout=connect_timeout,
             )
-            conninfo = to_libpq(listen_dsn or dsn)
+            conninfo = store_conninfo(listen_dsn or dsn)
             reach = cls(pool, True, conninfo, kwargs, dsn, prepare, connect_timeout)
+            reach.route = route
         if reach.secret:
             reach.log_filter = ScrubPassword(reach.secret)
             pool_log.addFilter(reach.log_filter)
         return reach
 
     async def listen(self) -> Conn:
-        """A new connection for streams and wakeups."""
-        return await connect(self.conninfo, **self.conn_kwargs)
+        """A new connection for streams and wakeups, its statements named apart, and
+        (unless the store reaches PostgreSQL directly) its first statement answered within
+        the connect timeout (``poolers.ready``)."""
+        conn = await connect(self.conninfo, **self.conn_kwargs)
+        number_statements(conn)
+        if self.route != DIRECT:
+            await ready(conn, self.connect_timeout)
+        return conn
 
     def scrub(self, text: str) -> str:
         return text if self.secret is None else scrub(text, self.secret)
+
+    async def probe_pool(self) -> None:
+        """A pool passed in: ``route`` seen on one of its connections (the second, new
+        one to its DSN); left None when that connection is not autocommit (``start``
+        refuses the pool then)."""
+        async with self.pool.connection(timeout=self.connect_timeout) as conn:
+            if not conn.autocommit:
+                return
+            conninfo = self.pool.conninfo
+            target = to_libpq(conninfo) if isinstance(conninfo, str) else self.conninfo
+            second = functools.partial(connect, target, **self.conn_kwargs)
+            self.route = await probe(
+                conn, second, prepare=self.prepare, within=self.connect_timeout
+            )
+
+    def forget(self) -> None:
+        """Undoes ``build`` for a store that will not open (its pool was never opened)."""
+        if self.log_filter is not None:
+            pool_log.removeFilter(self.log_filter)
+            self.log_filter = None
 
     async def start(self, schema: str) -> None:
         """Opens the store's own pool (within the connect timeout), or checks the one

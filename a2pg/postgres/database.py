@@ -5,7 +5,8 @@ connection (``Database.run``) or one short write transaction (``Database.write``
 whose body gets an explicit ``Tx``: the connection, the clock, the NOTIFY channel
 and what the transaction will announce once committed. The area modules (``log``,
 ``claims``, ``completions``, ``snapshots``, ``clear``) are functions of a ``Tx``;
-none of them reads the store's attributes.
+none of them reads the store's attributes. Every call runs under a deadline
+(``deadlines``): the store's ``call_timeout``, pool wait and retries included.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ from datetime import datetime
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection, AsyncCursor, AsyncRawCursor, sql
+from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, AsyncRawCursor, sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from ..ids import Clock, IdGenerator
 from . import codec
-from .errors import log, retrying
+from .deadlines import CALL_TIMEOUT, Abandoner, Deadline
+from .errors import CallTimeout, log, retrying
 from .queries import Positional, Statements
 from .writes import SessionHead, WritePlan
 
@@ -85,6 +87,21 @@ async def rollback(conn: Conn) -> None:
         return
     with contextlib.suppress(psycopg.Error):
         await conn.rollback()
+
+
+DRAIN_TRIES = 3
+
+
+async def drain_pipeline(conn: Conn, pipeline: AsyncPipeline) -> None:
+    """After a statement of a pipeline failed: collects what the server still owes for
+    the statements queued behind it (each one "pipeline aborted"), so that leaving the
+    pipeline finds nothing left, and psycopg logs no WARNING ("error ignored terminating
+    ... pipeline aborted") beside the error the caller raises anyway."""
+    for _ in range(DRAIN_TRIES):
+        if conn.closed or not (pipeline.result_queue or pipeline.command_queue):
+            return
+        with contextlib.suppress(psycopg.Error):
+            await pipeline.sync()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +230,7 @@ class Database:
         clock: Clock | None,
         new_id: IdGenerator,
         announce: Announce,
+        call_timeout: float = CALL_TIMEOUT,
     ) -> None:
         self.pool = pool
         self.statements = statements
@@ -222,19 +240,53 @@ class Database:
         self.new_id = new_id
         self._announce = announce
         self._pool_check: asyncio.Task[None] | None = None
+        self._deadlines = Abandoner(call_timeout)
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds each call may take (``deadlines``): pool wait, retries, round trips."""
+        return self._deadlines.call_timeout
+
+    @call_timeout.setter
+    def call_timeout(self, seconds: float) -> None:
+        self._deadlines.close()
+        self._deadlines = Abandoner(seconds)
 
     def query(self, name: str, *, limit: int | None = None) -> bytes:
         """Statement ``name`` rendered for the store's schema (see ``queries.Statements``)."""
         return self.statements.query(name, limit=limit)
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[Conn]:
+    async def connection(self, deadline: Deadline | None = None) -> AsyncIterator[Conn]:
         """A connection of the pool; with ``prepare`` off, psycopg prepares nothing on it
-        (also on a pool passed in, whose connections the store did not make)."""
-        async with self.pool.connection() as conn:
-            if not self.prepare:
-                conn.prepare_threshold = None
-            yield conn
+        (also on a pool passed in, whose connections the store did not make). Under a
+        ``deadline`` the connection is abandoned when it passes, until the pool has it
+        back (see ``deadlines``): what fails then is ``CallTimeout``, which ``retrying``
+        neither retries nor takes for a lost connection."""
+        try:
+            async with self.pool.connection() as conn:
+                if deadline is not None:
+                    deadline.attach(conn)
+                if not self.prepare:
+                    conn.prepare_threshold = None
+                yield conn
+        except psycopg.Error as exc:
+            if deadline is None or not deadline.expired or isinstance(exc, CallTimeout):
+                raise
+            raise deadline.error() from exc
+        finally:
+            if deadline is not None:
+                deadline.detach()
+
+    async def _call(self, operation: Callable[[Deadline], Awaitable[T]], *, idempotent: bool) -> T:
+        """``operation`` (one whole statement or transaction), again after a transient
+        failure, all within the store's ``call_timeout`` (else ``CallTimeout``)."""
+        async with self._deadlines.deadline() as deadline:
+            return await retrying(
+                lambda: operation(deadline),
+                idempotent=idempotent,
+                on_connection_lost=self._check_pool_soon,
+            )
 
     def now_param(self) -> datetime | None:
         """The injected clock's time, or None: SQL then takes the server's."""
@@ -245,12 +297,12 @@ class Database:
     ) -> list[DictRow]:
         """One statement on an autocommit connection (retried when transient); its rows."""
 
-        async def run() -> list[DictRow]:
-            async with self.connection() as conn:
+        async def run(deadline: Deadline) -> list[DictRow]:
+            async with self.connection(deadline) as conn:
                 cur = await execute(conn, statement, params)
                 return await cur.fetchall() if cur.description is not None else []
 
-        return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
+        return await self._call(run, idempotent=idempotent)
 
     async def write_one(
         self,
@@ -264,8 +316,8 @@ class Database:
         rows, or None when it failed with an error ``declined`` recognises (nothing was
         written: the caller takes its transaction instead)."""
 
-        async def run() -> list[DictRow] | None:
-            async with self.connection() as conn:
+        async def run(deadline: Deadline) -> list[DictRow] | None:
+            async with self.connection(deadline) as conn:
                 try:
                     cur = await execute_positional(conn, statement, params)
                 except psycopg.Error as exc:
@@ -274,7 +326,7 @@ class Database:
                     raise
                 return await cur.fetchall()
 
-        return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
+        return await self._call(run, idempotent=idempotent)
 
     def announce(self, appended: Sequence[str], work: Sequence[str]) -> None:
         """Tells this store's streams and wakeups what a commit did (``Announce``)."""
@@ -288,16 +340,20 @@ class Database:
         fetches once (its reads) costs two round trips in all.
         """
 
-        async def run() -> T:
-            async with self.connection() as conn:
+        async def run(deadline: Deadline) -> T:
+            async with self.connection(deadline) as conn:
                 tx = Tx(conn, self.statements, self.channel, self.clock, self.new_id)
                 try:
                     # BEGIN and COMMIT are queued like any statement: psycopg's
                     # transaction() would add round trips of its own in pipeline mode.
-                    async with conn.pipeline():
-                        await conn.execute("begin")
-                        finish = await body(tx)
-                        await conn.execute("commit")
+                    async with conn.pipeline() as pipeline:
+                        try:
+                            await conn.execute("begin")
+                            finish = await body(tx)
+                            await conn.execute("commit")
+                        except Exception:
+                            await drain_pipeline(conn, pipeline)
+                            raise
                 except BaseException:
                     await rollback(conn)
                     raise
@@ -307,7 +363,7 @@ class Database:
             self._announce(appended, [*tx.work, *(row["session_id"] for row in notified)])
             return value
 
-        return await retrying(run, idempotent=idempotent, on_connection_lost=self._check_pool_soon)
+        return await self._call(run, idempotent=idempotent)
 
     def _check_pool_soon(self) -> None:
         """After a lost connection (a server restart, a failover) the pool's other idle
@@ -351,6 +407,8 @@ class Database:
             return
 
     def close(self) -> None:
-        """Stops a pool check in progress (the pool itself belongs to whoever opened it)."""
+        """Stops a pool check in progress and the cancel requests of abandoned statements
+        (the pool itself belongs to whoever opened it)."""
         if self._pool_check is not None:
             self._pool_check.cancel()
+        self._deadlines.close()

@@ -38,6 +38,16 @@ class RetryPolicy:
 DEFAULT_RETRY = RetryPolicy()
 
 
+class CallTimeout(psycopg.OperationalError):
+    """A store call that the database did not answer within the store's ``call_timeout``.
+
+    The call's connection was dropped (a silent socket is never reused) and its
+    statement cancelled. Like a lost connection, an outage (``STORE_UNAVAILABLE`` to the
+    CLI), and the outcome of a commit in flight is unknown; unlike one, not retried
+    within the call: its time is up (see ``a2pg.postgres.deadlines``).
+    """
+
+
 def connection_lost(exc: BaseException) -> bool:
     """Whether the connection broke (the outcome of an in-flight commit is then unknown)."""
     if not isinstance(exc, psycopg.OperationalError):
@@ -49,7 +59,10 @@ def connection_lost(exc: BaseException) -> bool:
 
 
 def transient(exc: BaseException, *, idempotent: bool) -> bool:
-    """Whether running the operation again is safe and may succeed."""
+    """Whether running the operation again is safe and may succeed (not once the call's
+    deadline passed)."""
+    if isinstance(exc, CallTimeout):
+        return False
     if isinstance(exc, ROLLED_BACK):
         return True
     return idempotent and connection_lost(exc)
@@ -99,6 +112,8 @@ async def retrying(
         try:
             with translated():
                 return await operation()
+        except CallTimeout:
+            raise  # its connection is dropped already, and no time is left to retry
         except psycopg.Error as exc:
             if on_connection_lost is not None and connection_lost(exc):
                 on_connection_lost()

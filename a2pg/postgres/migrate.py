@@ -4,6 +4,12 @@ Migrations run in one transaction that first takes an advisory lock keyed on the
 schema, so several deploy jobs may migrate the same database at once: the first
 applies the scripts, the others wait, then find nothing left to do.
 
+Behind that lock, each statement of :func:`upgrade` waits at most ``lock_timeout``
+seconds for the table locks its DDL needs (``set local``: that transaction only). A
+DDL lock queued behind an open transaction would otherwise stall every worker behind
+it for as long as that transaction stays open; past the bound the migration rolls
+back, whole, is tried again a few times, then raises :class:`MigrationLockTimeout`.
+
 Running a2pg's migrations from your own Alembic environment
 ------------------------------------------------------------
 a2pg's history is the Alembic branch ``a2pg`` with its own version table,
@@ -27,6 +33,9 @@ too. Should you later switch to ``a2pg migrate``, it adopts such a schema: it st
 from __future__ import annotations
 
 import contextlib
+import logging
+import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -34,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import psycopg
 from psycopg import sql
 
+from ..errors import invalid
 from .dsn import to_libpq
 from .layout import DEFAULT_SCHEMA, LayoutStatus, check_schema, inspect_connection
 
@@ -44,6 +54,22 @@ if TYPE_CHECKING:
 BRANCH = "a2pg"
 LOCK_KEY_PREFIX = "a2pg.migrate:"
 """Hashed with the schema name into the advisory lock key that serializes migrations."""
+
+LOCK_TIMEOUT = 5.0
+"""Seconds each statement of ``upgrade`` waits for a table lock (``a2pg migrate
+--lock-timeout``): also the longest a worker stalls behind a migration's queued lock."""
+LOCK_ATTEMPTS = 3
+"""Tries of a migration whose lock timed out, before ``MigrationLockTimeout``."""
+LOCK_RETRY_DELAY = 0.5
+"""Seconds before the second try, doubling for each further one."""
+
+log = logging.getLogger("a2pg.postgres.migrate")
+
+
+class MigrationLockTimeout(TimeoutError):
+    """``upgrade`` gave up: a lock its DDL needs stayed held by another transaction past
+    ``lock_timeout``, on every try. The migration rolled back: nothing was changed."""
+
 
 _PACKAGED_SCRIPTS = Path(__file__).resolve().parent.parent / "_alembic"
 _CHECKOUT_SCRIPTS = Path(__file__).resolve().parents[2] / "alembic"
@@ -92,9 +118,115 @@ def alembic_config(
     return config
 
 
-def upgrade(dsn: str, schema: str = DEFAULT_SCHEMA, revision: str = "heads") -> None:
-    """Applies a2pg's migrations up to ``revision``; safe to run concurrently and repeatedly."""
-    _upgrade(alembic_config(dsn, schema), revision)
+def upgrade(
+    dsn: str,
+    schema: str = DEFAULT_SCHEMA,
+    revision: str = "heads",
+    *,
+    lock_timeout: float | None = LOCK_TIMEOUT,
+    attempts: int = LOCK_ATTEMPTS,
+) -> None:
+    """Applies a2pg's migrations up to ``revision``; safe to run concurrently and repeatedly.
+
+    Each statement waits at most ``lock_timeout`` seconds for a table lock (None: as long
+    as it takes); past it the whole migration rolls back and is tried again, ``attempts``
+    times in all (0.5 s, then 1 s... apart), then :class:`MigrationLockTimeout` says
+    which sessions hold locks on a2pg's tables and what to do. Waiting for another
+    migration of the schema (its advisory lock) is not bounded.
+    """
+    if lock_timeout is not None and (
+        isinstance(lock_timeout, bool)
+        or not isinstance(lock_timeout, int | float)
+        or not (lock_timeout > 0 and math.isfinite(lock_timeout))
+    ):
+        raise invalid(f"lock_timeout must be a positive number of seconds: got {lock_timeout!r}")
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise invalid(f"attempts must be a positive int: got {attempts!r}")
+    config = alembic_config(dsn, schema)
+    config.attributes["lock_timeout"] = lock_timeout
+    for attempt in range(1, attempts + 1):
+        try:
+            _upgrade(config, revision)
+            return
+        except Exception as exc:
+            if lock_timeout is None or not _lock_timed_out(exc):
+                raise
+            if attempt == attempts:
+                raise MigrationLockTimeout(
+                    _lock_message(dsn, schema, lock_timeout, attempts)
+                ) from exc
+            delay = LOCK_RETRY_DELAY * 2 ** (attempt - 1)
+            log.warning(
+                "a2pg migrate: a lock on schema %r was not granted within %gs "
+                "(lock_timeout); nothing was changed; trying again in %gs (%d of %d)",
+                schema,
+                lock_timeout,
+                delay,
+                attempt + 1,
+                attempts,
+            )
+            time.sleep(delay)
+
+
+def _lock_timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` (psycopg's, or SQLAlchemy's around it) is a lock timeout."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, psycopg.errors.LockNotAvailable):
+            return True
+        orig = getattr(error, "orig", None)
+        if isinstance(orig, psycopg.errors.LockNotAvailable):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+_LOCK_HOLDERS = """
+select l.pid, a.state, a.xact_start, a.application_name
+from pg_catalog.pg_locks l
+join pg_catalog.pg_class c on c.oid = l.relation
+join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+left join pg_catalog.pg_stat_activity a on a.pid = l.pid
+where n.nspname = %s and c.relname like 'a2\\_%%' and l.granted
+  and l.pid <> pg_catalog.pg_backend_pid()
+group by l.pid, a.state, a.xact_start, a.application_name
+order by a.xact_start nulls last, l.pid
+limit 5
+"""
+
+
+def _lock_holders(dsn: str, schema: str) -> str:
+    """The sessions that hold locks on a2pg's tables now, for the message (best effort)."""
+    try:
+        with psycopg.connect(to_libpq(dsn), autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute(_LOCK_HOLDERS, (schema,)).fetchall()
+    except psycopg.Error:
+        return ""
+    if not rows:
+        return ""
+    held = []
+    for pid, state, started, application in rows:
+        what = f"pid {pid}"
+        details = [str(state)] if state else []
+        if started is not None:
+            details.append(f"transaction open since {started:%Y-%m-%d %H:%M:%S%z}")
+        if application:
+            details.append(f"application_name {application!r}")
+        held.append(f"{what} ({', '.join(details)})" if details else what)
+    return f" Holding locks on its tables now: {'; '.join(held)}."
+
+
+def _lock_message(dsn: str, schema: str, lock_timeout: float, attempts: int) -> str:
+    return (
+        f"a2pg migrate gave up: a lock its DDL needs on schema {schema!r} was not granted "
+        f"within {lock_timeout:g}s (lock_timeout), {attempts} times: another transaction "
+        "holds one (an open transaction that wrote to the a2_ tables, or a long query). "
+        f"Nothing was changed.{_lock_holders(dsn, schema)} Commit or end that transaction "
+        "(pg_stat_activity shows it; pg_terminate_backend(pid) ends it), then run "
+        "`a2pg migrate` again; or wait longer for it with --lock-timeout SECONDS."
+    )
 
 
 def downgrade(dsn: str, schema: str = DEFAULT_SCHEMA, revision: str = "base") -> None:
@@ -179,15 +311,22 @@ def _schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
     return bool(row and row[0])
 
 
-def prepare_schema(connection: Connection, schema: str) -> LayoutStatus:
+def prepare_schema(
+    connection: Connection, schema: str, *, lock_timeout: float | None = None
+) -> LayoutStatus:
     """Locks, creates and selects ``schema`` in the open transaction; refuses what can't migrate.
 
     Called by env.py before Alembic looks at its version table, so a second
-    concurrent migration waits here and then sees the first one's commit.
+    concurrent migration waits here and then sees the first one's commit. Then, with a
+    ``lock_timeout``, every later statement of the transaction waits at most that long
+    for a lock (``set_config(..., true)``: this transaction only).
     """
     raw: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
     lock, create, select = preamble(schema)
     raw.execute(lock)
+    if lock_timeout is not None:
+        milliseconds = f"{max(1, math.ceil(lock_timeout * 1000))}ms"
+        raw.execute("select pg_catalog.set_config('lock_timeout', %s, true)", (milliseconds,))
     # CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema is
     # there: skipped then, so a runtime role's `a2pg migrate` of a current layout is a no-op.
     if not _schema_exists(raw, schema):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from psycopg import errors as pg
@@ -51,11 +52,13 @@ from ..models import (
     WorkerInfo,
 )
 from . import claims as claiming
-from . import clear, log, monitoring, queries, snapshots
+from . import clear, codec, log, monitoring, queries, snapshots
 from . import completions as outcomes
 from .connect import CONNECT_TIMEOUT, Pooler, Reach, ScrubPassword, check_pooler, pool_log
 from .database import Database, Finish, Tx
+from .deadlines import CALL_TIMEOUT, check_call_timeout
 from .layout import DEFAULT_SCHEMA, check_schema
+from .poolers import settle
 from .presence import PostgresPresence
 from .registry import Registry
 from .streams import Connect, Listener, Scrub, channel_name
@@ -152,6 +155,7 @@ class PostgresStore(CheckedStore):
         prepare: bool | None = None,
         pooler: Pooler = "none",
         connect_timeout: float = CONNECT_TIMEOUT,
+        call_timeout: float = CALL_TIMEOUT,
     ) -> PostgresStore:
         """Opens a pool on ``dsn`` (or uses ``dsn`` if it is a pool already) and checks that
         ``schema`` holds the current a2pg layout (``STORE_NOT_CONFIGURED`` otherwise).
@@ -179,17 +183,43 @@ class PostgresStore(CheckedStore):
         ``max_prepared_statements`` is above 0 (0 was its default before 1.24): there
         ``prepare=True`` works and saves planning. Older PgBouncer, or
         ``max_prepared_statements = 0``, needs ``prepare=False``, else statements fail
-        with ``prepared statement "_pg3_0" already exists`` (or ``does not exist``, or
-        ``bind message supplies 0 parameters``). Off, it sets ``prepare_threshold=None``
-        on every connection the store uses, a pool passed in included.
+        with ``prepared statement "_pg3_..." does not exist``. Off, it sets
+        ``prepare_threshold=None`` on every connection the store uses, a pool passed in
+        included.
+
+        Told nothing (or ``"session"``), the store looks for itself
+        (``a2pg.postgres.poolers.probe``): behind a transaction-mode pooler it refuses
+        to open (``INVALID_ARGUMENT``, one line naming ``--pooler transaction``) if it
+        would prepare statements there, since those of two connections would mix, and
+        runs as if told ``"transaction"`` (with a WARNING) if it prepares nothing
+        (``prepare=False``) or the pooler keeps each client's prepared statements
+        (PgBouncer 1.21+ with ``max_prepared_statements`` above 0). Whatever it saw, its
+        connections name their prepared statements apart, so a statement of one is
+        never run by another.
 
         ``connect_timeout`` bounds each new connection and each statement of this
         startup (the layout check, under a ``statement_timeout`` set for its
         transaction only): an unreachable server fails ``open()`` within it, with a
-        ``psycopg.OperationalError`` that quotes no password.
+        ``psycopg.OperationalError`` that quotes no password. It also bounds a new
+        pooled connection's first statement behind a pooler (one whose server
+        connections are all taken keeps it waiting) and, for the store's own pool,
+        the wait for a free connection (``psycopg_pool.PoolTimeout``): either means
+        the pool or the pooler ran out of connections, an outage.
+
+        ``call_timeout`` (default 30 s; a positive, finite number: every call has a
+        deadline) bounds each store call: the wait for a pooled connection, its
+        retries and every round trip. Past it the call's statement is cancelled, its
+        connection dropped (a silent socket is never reused) and the call raises
+        ``a2pg.postgres.CallTimeout``, a ``psycopg.OperationalError`` (an outage, like
+        a lost connection: whether a commit in flight happened is unknown). It also
+        bounds how long the LISTEN connection's poll may take. Raise it for calls that
+        legitimately run long (clearing a huge session). The store's own connections
+        also use TCP keepalives and ``tcp_user_timeout`` (unless the DSN sets them),
+        so a dead peer is noticed within about 30 s even on an idle connection.
         """
         check_schema(schema)
         pooler = check_pooler(pooler)
+        call_timeout = check_call_timeout(call_timeout)
         if prepare is None:
             prepare = pooler != "transaction"
         reach = await Reach.build(
@@ -201,6 +231,21 @@ class PostgresStore(CheckedStore):
             prepare=prepare,
             connect_timeout=connect_timeout,
         )
+        try:
+            if reach.route is None:  # a pool passed in: probed on one of its connections
+                await reach.probe_pool()
+            undeclared = settle(reach.route, pooler, prepare=prepare)
+        except BaseException:
+            reach.forget()
+            raise
+        if undeclared:
+            logger.warning(
+                "a2pg store on schema %r: PostgreSQL is reached through a transaction-mode "
+                "pooler; working as with --pooler transaction%s (pass it to say so)",
+                schema,
+                " --prepare, as the pooler keeps prepared statements" if prepare else "",
+            )
+            pooler = "transaction"
         store = cls(
             reach.pool,
             listen=reach.listen,
@@ -216,6 +261,7 @@ class PostgresStore(CheckedStore):
             scrub=reach.scrub,
         )
         store._log_filter = reach.log_filter
+        store._db.call_timeout = store._listener.call_timeout = call_timeout
         if pooler == "transaction" and listen_dsn is None:
             logger.info(
                 "a2pg store on schema %r behind a transaction-mode pooler: not listening "
@@ -231,7 +277,9 @@ class PostgresStore(CheckedStore):
         return store
 
     async def close(self) -> None:
-        """Ends streams and wakeups, closes the LISTEN connection and the pool (if owned)."""
+        """Ends streams and wakeups, closes the LISTEN connection and the pool (if owned);
+        later calls are refused, even on a pool the store does not own."""
+        self._closed = True
         await self._feed.close()  # and the LISTEN connection, its source
         self._db.close()
         if self._owns_pool:
@@ -250,7 +298,16 @@ class PostgresStore(CheckedStore):
 
     @property
     def presence(self) -> PostgresPresence:
+        self._check_open()
         return self._presence
+
+    async def _now(self) -> datetime:
+        """The injected clock's time, else the server's (what its writes record)."""
+        injected = self._db.now_param()
+        if injected is not None:
+            return injected
+        [row] = await self._db.run(self._db.query("server_now"), {})
+        return codec.utc(row["now"])
 
     def _announce(self, appended: Sequence[str], work: Sequence[str]) -> None:
         """What a commit of this store did, told to its own streams and wakeups at once."""

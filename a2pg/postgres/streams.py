@@ -20,7 +20,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,7 @@ from psycopg_pool import PoolTimeout
 
 from ..backoff import Backoff
 from ..feeds import Feed
+from .deadlines import BACKSTOP, sever
 from .errors import connection_lost
 from .queries import Statements
 
@@ -43,7 +44,8 @@ PING_PREFIX = "ping "
 """A listener's health check: ``ping <backend pid>``, sent to itself; never announced."""
 
 POLL_TIMEOUT_FACTOR = 5
-"""A poll slower than this many poll intervals (at least 5s) counts as a dead connection."""
+"""A poll slower than this many poll intervals (at least 5s, at most the store's
+``call_timeout``) counts as a dead connection."""
 
 CHANNEL_PREFIX = "a2pg_"
 MAX_CHANNEL_BYTES = 63
@@ -120,6 +122,10 @@ class Listener:
         self._malformed = 0
         self._task: asyncio.Task[None] | None = None
         self._conn: AsyncConnection[Any] | None = None
+        self.call_timeout: float | None = None
+        """The store's deadline for one call, which a poll never exceeds (None: no bound
+        but the poll interval's). An idle connection whose peer vanished is found by its
+        TCP keepalives."""
         self._ping = ""
         self.connected = asyncio.Event()
         self.hears_itself: bool | None = None
@@ -181,9 +187,10 @@ class Listener:
         if not self._listen_enabled:
             await self._poll_only(conn)
             return
-        await conn.execute(sql.SQL("listen {}").format(sql.Identifier(self._channel)))
-        self._ping = f"{PING_PREFIX}{conn.info.backend_pid}"
-        await conn.execute("select pg_catalog.pg_notify(%s, %s)", (self._channel, self._ping))
+        async with self._bounded(conn, "LISTEN"):
+            await conn.execute(sql.SQL("listen {}").format(sql.Identifier(self._channel)))
+            self._ping = f"{PING_PREFIX}{conn.info.backend_pid}"
+            await conn.execute("select pg_catalog.pg_notify(%s, %s)", (self._channel, self._ping))
         self.hears_itself = None
         self.connected.set()
         # Whatever was announced while we were not listening is found by a poll; a
@@ -234,11 +241,36 @@ class Listener:
 
     async def _poll(self, conn: AsyncConnection[Any]) -> None:
         """What notifications may have missed; a poll that hangs means a dead connection."""
+        async with self._bounded(conn, "poll"):
+            await self._look(conn)
+
+    @contextlib.asynccontextmanager
+    async def _bounded(self, conn: AsyncConnection[Any], what: str) -> AsyncIterator[None]:
+        """The block's statements may take ``POLL_TIMEOUT_FACTOR`` poll intervals (at
+        least 5s, at most ``call_timeout``): past that the connection counts as dead. Its
+        socket is shut down, so the pending read fails at once (cancelling the read
+        instead would have psycopg wait up to 10s for a dead server), and the block
+        raises ``OperationalError``: the listener reconnects."""
         limit = max(5.0, POLL_TIMEOUT_FACTOR * self._poll_interval)
+        if self.call_timeout is not None:
+            limit = min(limit, self.call_timeout)
+        fired = False
+
+        def cut() -> None:
+            nonlocal fired
+            fired = True
+            sever(conn)
+
+        handle = asyncio.get_running_loop().call_later(limit, cut)
         try:
-            await asyncio.wait_for(self._look(conn), limit)
-        except TimeoutError:
-            raise psycopg.OperationalError(f"the listener's poll took over {limit}s") from None
+            async with asyncio.timeout(limit + BACKSTOP):  # should nothing wake the read
+                yield
+        except (TimeoutError, psycopg.OperationalError):
+            if not fired:
+                raise
+            raise psycopg.OperationalError(f"the listener's {what} took over {limit:g}s") from None
+        finally:
+            handle.cancel()
 
     async def _look(self, conn: AsyncConnection[Any]) -> None:
         """Sessions with claimable heads (for wakeups) and the heads of streamed sessions."""

@@ -4,7 +4,9 @@ Faults: ``reset()`` closes every connection at once, ``refuse(seconds)`` goes on
 resetting new ones for a while (a server down); ``blackhole(seconds)`` holds all
 traffic, and new connections, then lets it through; ``latency`` delays every chunk;
 ``half_open(direction)`` silently drops one direction of the current connections until
-``heal()`` closes them; ``cut_after_commit()`` forwards the next COMMIT of a transaction
+``heal()`` closes them; ``partition(seconds)`` silences every current connection for good
+(both directions, no reset: their state died with a load balancer) and holds new ones
+for a while; ``cut_after_commit()`` forwards the next COMMIT of a transaction
 that inserted events, then drops the server's reply and cuts that connection (the
 commit happened; the client cannot know). Clients must connect with ``sslmode=disable``
 (``dsn()`` sees to it) so the proxy can read their protocol messages.
@@ -193,6 +195,17 @@ class FaultProxy:
         for link in self._half_open:
             link.abort()
         self._half_open.clear()
+
+    def partition(self, seconds: float) -> int:
+        """The network goes silent: every current connection drops both directions from
+        now on, for good, and stays open (no reset ever comes, as when a partition or a
+        dead load balancer lost their state); new connections are held for ``seconds``,
+        then get through. Returns how many connections were silenced. A silenced
+        connection ends only when its client closes it (or ``close()``)."""
+        for link in self.links:
+            link.dropping.update(("c2s", "s2c"))
+        self.blackhole(seconds)
+        return len(self.links)
 
     def cut_after_commit(self, times: int = 1) -> None:
         """The next ``times`` COMMITs of transactions that insert events are cut after they

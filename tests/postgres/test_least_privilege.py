@@ -52,16 +52,13 @@ SCHEMA = "a2"
 PASSWORD = "Sekr1t-least-42"
 MARKER = "Sekr1t"
 """In the password: must appear in no output."""
-READ_ONLY_TABLES = ("a2_meta",)
-"""Read by the layout check; only ``a2pg migrate`` writes them."""
-RUNTIME_TABLES = tuple(name for name in TABLES if name not in READ_ONLY_TABLES)
 REPO = Path(__file__).resolve().parents[2]
 A2PG = Path(sys.executable).parent / "a2pg"
 CLI_TIMEOUT = 60.0
 HOUR = 3600.0
 """The poll interval of a store whose live feeds may only hear NOTIFY within a test."""
 
-Grants = Callable[[str], list[sql.Composed]]
+Grants = Callable[[str], list[sql.SQL | sql.Composed]]
 MakeRole = Callable[[Grants], str]
 
 
@@ -69,37 +66,32 @@ def _table(name: str) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(SCHEMA), sql.Identifier(name))
 
 
-def runtime_grants(role: str) -> list[sql.Composed]:
-    """Everything a runtime role (store, streams, wakeups, worker) is granted:
+def runtime_grants(role: str) -> list[sql.SQL | sql.Composed]:
+    """Exactly what ``a2pg grants ROLE --schema a2`` prints (``a2pg.postgres.grants``),
+    run as printed:
 
     - ``USAGE`` on schema ``a2``;
     - ``SELECT, INSERT, UPDATE, DELETE`` on ``a2_sessions``, ``a2_events``,
       ``a2_cursors``, ``a2_lane_events``, ``a2_snapshots``, ``a2_snapshot_history``,
-      ``a2_snapshot_pins``, ``a2_presence`` and ``a2_consumers``;
+      ``a2_snapshot_pins``, ``a2_presence``, ``a2_consumers`` and ``a2_workers``;
     - ``SELECT`` only on ``a2_meta`` (the layout check reads it);
     - nothing on ``a2_alembic_version``, and no sequences (the layout has none:
       :func:`test_the_grant_list_covers_the_whole_layout` checks it);
     - no CREATE on the database or any schema, no TEMPORARY, no TRUNCATE, no
       REFERENCES, no TRIGGER, no function of its own, no membership, no ownership.
     """
-    who = sql.Identifier(role)
-    return [
-        sql.SQL("grant usage on schema {} to {}").format(sql.Identifier(SCHEMA), who),
-        sql.SQL("grant select, insert, update, delete on {} to {}").format(
-            sql.SQL(", ").join(_table(name) for name in RUNTIME_TABLES), who
-        ),
-        sql.SQL("grant select on {} to {}").format(
-            sql.SQL(", ").join(_table(name) for name in READ_ONLY_TABLES), who
-        ),
-    ]
+    printed = _run_cli("grants", role, "--schema", SCHEMA)
+    assert printed.returncode == 0, printed
+    assert printed.stdout.count("grant ") == 3, printed.stdout
+    return [sql.SQL(printed.stdout)]  # one script, several statements, as psql would run it
 
 
-def connect_only(role: str) -> list[sql.Composed]:
+def connect_only(role: str) -> list[sql.SQL | sql.Composed]:
     """Nothing beyond the CONNECT every role has on a new database."""
     return []
 
 
-def usage_only(role: str) -> list[sql.Composed]:
+def usage_only(role: str) -> list[sql.SQL | sql.Composed]:
     """The schema, but none of its tables."""
     return [
         sql.SQL("grant usage on schema {} to {}").format(
@@ -440,6 +432,12 @@ def test_the_runtime_role_can_check_but_not_migrate(
     assert migrate.returncode == 1, migrate  # "a database error", as `a2pg --help` says
     assert migrate.stdout == ""
     assert migrate.stderr.startswith("a2pg: error: database error: permission denied for database")
+    # ... and says which rights a migration needs, and where a runtime role's come from.
+    assert migrate.stderr.endswith(
+        " (the migrating role must own schema 'fresh', or have CREATE on the database to"
+        " create it; a runtime role needs only what `a2pg grants ROLE --schema fresh`"
+        " prints, granted by the owner)\n"
+    ), migrate.stderr
     assert "Traceback" not in migrate.stderr
     assert MARKER not in migrate.stderr
     assert not _schema_exists(database, "fresh")

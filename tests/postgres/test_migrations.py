@@ -308,6 +308,11 @@ def test_a2pg_migrate_adopts_an_older_host_migrated_schema(db: str, tmp_path: Pa
     assert inspect_layout(db).is_current
 
 
+def archive_text(wheel: Path, name: str) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(name).decode()
+
+
 @pytest.mark.slow
 def test_the_wheel_ships_the_scripts_and_migrates_without_a_checkout(
     db: str, tmp_path: Path
@@ -333,7 +338,13 @@ def test_the_wheel_ships_the_scripts_and_migrates_without_a_checkout(
         ),
     }
     assert "a2pg/dashboard/static/dashboard.js" in shipped
+    shipped |= {"a2pg/py.typed"}  # the package is typed (PEP 561), so mypy reads its hints
+    shipped |= {f"a2pg/postgres/sql/{p.name}" for p in (ROOT / "a2pg/postgres/sql").glob("*.sql")}
     assert shipped <= names
+    [info] = [name for name in names if name.endswith(".dist-info/METADATA")]
+    meta = archive_text(wheel, info)
+    assert "Classifier: Typing :: Typed" in meta
+    assert "Project-URL: Changelog, " in meta
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     site = tmp_path / "site"
     check = (
