@@ -25,6 +25,28 @@ def _outcomes(config: pytest.Config) -> Outcomes:
 
 
 SOAK_ENV = "A2PG_SOAK"
+FULL_ENV = "A2PG_FULL"
+FAST_DEFAULT_LEAVES_OUT = ("generated", "slow")
+"""What a bare ``pytest`` (or ``scripts/test``) leaves out, for a run of minutes: the
+generated suites and the slow concurrency and fault tests. ``.ci/run`` runs them (it
+sets ``A2PG_FULL=1``), as does naming them: ``-m generated``, ``-m slow``, a path."""
+
+
+def _deselect(config: pytest.Config, items: list[pytest.Item], markers: tuple[str, ...]) -> None:
+    """Deselects (never skips: CI fails skips) the items carrying any of ``markers``."""
+    left_out = [i for i in items if any(i.get_closest_marker(m) for m in markers)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [i for i in items if not any(i.get_closest_marker(m) for m in markers)]
+
+
+def fast_default(config: pytest.Config) -> bool:
+    """A bare run: no paths (pytest took its testpaths), no ``-m``, no ``A2PG_FULL=1``."""
+    return (
+        os.environ.get(FULL_ENV) != "1"
+        and not config.option.markexpr
+        and config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m postgres` selects by marker
@@ -33,10 +55,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if _NEEDS_POSTGRES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
     if os.environ.get(SOAK_ENV) != "1":  # long variants: deselected, not skipped
-        soaks = [item for item in items if item.get_closest_marker("soak") is not None]
-        if soaks:
-            config.hook.pytest_deselected(items=soaks)
-            items[:] = [item for item in items if item.get_closest_marker("soak") is None]
+        _deselect(config, items, ("soak",))
+    if fast_default(config):
+        _deselect(config, items, FAST_DEFAULT_LEAVES_OUT)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -62,3 +83,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(
         f"a2pg: {len(outcomes['ran'])} PostgreSQL tests ran, {len(outcomes['skipped'])} skipped"
     )
+    if fast_default(terminalreporter.config):
+        terminalreporter.write_line(
+            "a2pg: the fast default left out the generated and slow tests; "
+            f"{FULL_ENV}=1 (as .ci/run) runs them too"
+        )

@@ -14,7 +14,10 @@ import pathlib
 
 import pytest
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "a2pg"
+import a2pg
+
+PACKAGE = pathlib.Path(a2pg.__file__).resolve().parent
+"""The package imported: the checkout's, or the installed wheel's (scripts/test-wheel)."""
 
 FACE = frozenset(
     {

@@ -10,6 +10,9 @@ Exit codes (also in ``a2pg --help``):
 - 4 database not migrated (``STORE_NOT_CONFIGURED``): run ``a2pg migrate``
 - 5 not found (unknown session, no such dead letter, ``consumers --unregister`` of a
   consumer that is not registered)
+- 6 ``worker`` stopped with sync handlers still running after ``--shutdown-grace``: it
+  exited without waiting for their threads; their claims were kept (never released
+  while a handler runs) and lapse after ``--ttl``, as after a crash
 
 The database comes from ``--dsn`` or ``A2PG_DSN``, the schema from ``--schema`` or
 ``A2PG_SCHEMA``, the pooler settings from ``--pooler``/``--prepare`` (or
@@ -34,7 +37,7 @@ from typing import TextIO
 
 from .. import __version__
 from ..backends import NOWHERE
-from . import admin, bench, dashboard, demo, inspect, metrics, operate, tail
+from . import admin, bench, dashboard, demo, grants, inspect, metrics, operate, tail
 from .common import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
@@ -52,7 +55,7 @@ from .common import (
 )
 from .secrets import scrubbed_logs, scrubbed_traceback
 
-MODULES = (admin, demo, bench, inspect, operate, metrics, tail, dashboard)
+MODULES = (admin, grants, demo, bench, inspect, operate, metrics, tail, dashboard)
 """The command modules, in the order ``a2pg --help`` lists their commands; each has
 ``add_parsers(command)`` and ``COMMANDS`` (name to implementation)."""
 
@@ -165,7 +168,12 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     where = NOWHERE
     try:
         if args.sqlite is None:
-            no_database = args.command in TEMPORARY_OK or getattr(args, "sql", False)
+            # `migrate --sql` and `grants` without --apply print SQL, connecting nowhere.
+            no_database = (
+                args.command in TEMPORARY_OK
+                or getattr(args, "sql", False)
+                or getattr(args, "print_only", False)
+            )
             args.dsn = resolve_dsn(args.dsn, required=not no_database)
         else:
             resolve_sqlite(args)

@@ -12,7 +12,8 @@ that failure.
 
 Settings (command line, else environment, else ini option, else the default):
 ``--a2pg-database-prefix`` / ``A2PG_TEST_DATABASE_PREFIX`` / ``a2pg_database_prefix``
-(``a2pg``: the plugin's databases are ``<prefix>_tpl_<hex>`` and ``<prefix>_test_<hex>``)
+(``a2pg_test_<user>``, your login name made a database name: the plugin's databases are
+``<prefix>_tpl_<hex>`` and ``<prefix>_test_<hex>``)
 and ``--a2pg-schema`` / ``A2PG_TEST_SCHEMA`` / ``a2pg_schema`` (``public``: where the
 template is migrated and ``postgres_store`` opens; the ``postgres_schema`` fixture).
 

@@ -8,6 +8,7 @@ on any server DSN, without the pytest hooks.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import re
 import uuid
 from collections.abc import Iterator
@@ -21,8 +22,27 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ..postgres.dsn import redact as dsn_redact
 from ..postgres.layout import DEFAULT_SCHEMA
 
-DEFAULT_PREFIX = "a2pg"
-"""The default start of the plugin's database names (``--a2pg-database-prefix``)."""
+USER_CHARACTERS = 20
+"""How much of the user's name the default prefix keeps."""
+
+
+def default_prefix(user: str | None = None) -> str:
+    """``a2pg_test_<user>``: the login name (``user``, else the current one) lower-cased,
+    each run of other characters than ``a-z0-9_`` as one ``_``, at most 20 of them;
+    ``anon`` when there is none. On a shared server the plugin's databases then say
+    whose they are, and no one's ``a2pg_...`` database looks like one of them."""
+    if user is None:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # a container's uid with no name and no $USER
+            user = ""
+    cleaned = re.sub(r"[^a-z0-9_]+", "_", user.lower()).strip("_")[:USER_CHARACTERS]
+    return f"a2pg_test_{cleaned.strip('_') or 'anon'}"
+
+
+DEFAULT_PREFIX = default_prefix()
+"""The default start of the plugin's database names (``--a2pg-database-prefix``):
+``a2pg_test_<user>`` (:func:`default_prefix`)."""
 
 _URL = re.compile(r"^postgres(?:ql)?://")
 
@@ -67,7 +87,7 @@ def drop_database(server_dsn: str, name: str) -> None:
 
 
 @contextlib.contextmanager
-def scratch_database(server_dsn: str, prefix: str = "a2pg_db") -> Iterator[str]:
+def scratch_database(server_dsn: str, prefix: str = f"{DEFAULT_PREFIX}_db") -> Iterator[str]:
     """An empty database with a unique name, dropped on exit; yields its DSN."""
     name = unique_name(prefix)
     dsn = create_database(server_dsn, name)

@@ -3,7 +3,7 @@
 --
 --   a2pg_owner   runs `a2pg migrate`: owns schema a2 and every table the migration makes
 --   a2pg_worker  the runtime role of workers and inspection commands: no CREATE anywhere,
---                only what grant-runtime.sql grants it after each migration
+--                only what `a2pg grants a2pg_worker --apply` grants it after each migration
 --
 -- Change both passwords here and in compose.yml before using this beyond a laptop.
 create role a2pg_owner login password 'a2pg-owner';

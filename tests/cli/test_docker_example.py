@@ -3,22 +3,30 @@ run for real.
 
 No Docker engine is needed: the compose file is read as YAML and checked for what
 docs/operating/docker.md promises (one image for the migration and the workers, a
-restart policy, a runtime role that is not the superuser); then its SQL runs on the
-test server exactly as the postgres container would run it, ``a2pg migrate`` runs as
-the owner role with the migrate service's settings, and a real ``a2pg worker`` process
-and an inspection command run as the runtime role with the worker service's settings.
+restart policy, a runtime role that is not the superuser, health checks, the extras
+and a stop grace above the measured shutdown); then its SQL runs on the test server
+exactly as the postgres container would run it, ``a2pg migrate`` and ``a2pg grants
+--apply`` run as the owner role with the migrate and grant services' settings, and a
+real ``a2pg worker`` process (scraped the way its health check scrapes it) and an
+inspection command run as the runtime role with the worker service's settings.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
+import re
 import signal
+import socket
 import subprocess
+import sys
+import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 import pytest
@@ -37,10 +45,12 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 COMPOSE = DOCKER / "compose.yml"
 ROLES_SQL = DOCKER / "initdb" / "10-roles.sql"
-GRANTS_SQL = DOCKER / "grant-runtime.sql"
+HEALTHCHECK = DOCKER / "healthcheck.py"
 OWNER, RUNTIME = "a2pg_owner", "a2pg_worker"
 TIMEOUT = 60.0
 EVENTS = 5
+MEASURED_SHUTDOWN = 38.8
+"""Seconds a worker took to stop after SIGTERM under load (default --shutdown-grace 30)."""
 
 
 def compose() -> dict[str, Any]:
@@ -53,18 +63,31 @@ def service_env(name: str) -> dict[str, str]:
     return env
 
 
-def test_one_image_built_once_runs_the_migration_and_the_workers() -> None:
+def test_one_image_built_once_runs_the_jobs_the_workers_and_the_dashboard() -> None:
     services = compose()["services"]
-    migrate, worker = services["migrate"], services["worker"]
-    assert migrate["image"] == worker["image"]
+    migrate = services["migrate"]
     built = [name for name, service in services.items() if "build" in service]
     assert built == ["migrate"]
     assert migrate["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}
-    assert worker["pull_policy"] == "never"  # never looked for in a registry
-    assert worker["depends_on"] == {"grant": {"condition": "service_completed_successfully"}}
+    for name in ("grant", "worker", "dashboard"):
+        assert services[name]["image"] == migrate["image"], name
+        assert services[name]["pull_policy"] == "never", name  # never looked for in a registry
+    assert services["grant"]["command"] == ["grants", RUNTIME, "--apply"]
     assert services["grant"]["depends_on"] == {
         "migrate": {"condition": "service_completed_successfully"}
     }
+    for name in ("worker", "dashboard"):
+        assert services[name]["depends_on"] == {
+            "grant": {"condition": "service_completed_successfully"}
+        }
+
+
+def seconds(text: str) -> float:
+    """A compose duration such as ``60s`` or ``1m30s``, in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", text)
+    assert "".join(f"{n}{u}" for n, u in parts) == text, text
+    return sum(float(n) * units[u] for n, u in parts)
 
 
 def test_workers_restart_and_stop_gracefully() -> None:
@@ -72,6 +95,33 @@ def test_workers_restart_and_stop_gracefully() -> None:
     assert worker["restart"] in ("unless-stopped", "always", "on-failure")
     assert worker["stop_signal"] == "SIGTERM"
     assert worker["command"][0] == "worker"
+    # Comfortably above the shutdown measured under load, not just above --shutdown-grace.
+    assert seconds(worker["stop_grace_period"]) >= 1.5 * MEASURED_SHUTDOWN
+
+
+def test_the_image_has_the_extras_and_a_health_check() -> None:
+    dockerfile = (DOCKER / "Dockerfile").read_text()
+    assert "pip install '.[metrics,dashboard]'" in dockerfile
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert {"metrics", "dashboard"} <= set(extras["optional-dependencies"])
+    assert re.search(r"^HEALTHCHECK .*\\\n\s+CMD \[\"a2pg-healthcheck\"\]$", dockerfile, re.M)
+    assert "COPY docker/healthcheck.py /usr/local/bin/a2pg-healthcheck" in dockerfile
+
+
+def test_the_workers_and_the_dashboard_have_health_checks() -> None:
+    services = compose()["services"]
+    worker, dashboard = services["worker"], services["dashboard"]
+    assert "--metrics-port=9464" in worker["command"]
+    assert "--metrics-host=0.0.0.0" in worker["command"]
+    assert worker["healthcheck"]["test"] == [
+        "CMD", "a2pg-healthcheck", "http://127.0.0.1:9464/metrics"
+    ]  # fmt: skip
+    assert dashboard["command"] == ["dashboard", "--host=0.0.0.0", "--port=8080"]
+    assert dashboard["ports"] == ["127.0.0.1:8080:8080"]
+    assert dashboard["healthcheck"]["test"] == ["CMD", "a2pg-healthcheck", "http://127.0.0.1:8080/"]
+    assert dashboard["environment"]["A2PG_DASHBOARD_BASIC"].count(":") == 1  # auth on
+    for name in ("migrate", "grant"):  # one-shot jobs
+        assert services[name]["healthcheck"] == {"disable": True}, name
 
 
 def test_the_migration_runs_as_the_owner_and_the_workers_as_the_runtime_role() -> None:
@@ -94,9 +144,8 @@ def test_the_build_context_sends_only_what_the_image_installs() -> None:
         if line.startswith("COPY ")
         for part in line.split()[1:-1]
     }
-    assert {f"!{name}/" if (ROOT / name).is_dir() else f"!{name}" for name in copied} <= set(
-        ignored
-    )
+    # Each copied path is let through, as a folder (`!a2pg/`) or a file.
+    assert all({f"!{name}", f"!{name}/"} & set(ignored) for name in copied), (copied, ignored)
 
 
 def test_inspection_commands_are_documented() -> None:
@@ -196,16 +245,23 @@ def test_the_roles_migrate_grant_and_work_with_least_privilege(
         with psycopg.connect(database, autocommit=True) as conn:
             conn.execute(with_roles(ROLES_SQL.read_text(), owner, runtime))  # as initdb does
         migrate_env = as_service("migrate", database, owner, runtime)
+        grant_env = as_service("grant", database, owner, runtime)
         worker_env = as_service("worker", database, owner, runtime)
+        grant_command = [
+            runtime if part == RUNTIME else part
+            for part in compose()["services"]["grant"]["command"]
+        ]
 
-        # The runtime role cannot migrate; the owner can, twice (a redeploy), and grants.
+        # The runtime role cannot migrate (told which rights it lacks); the owner can,
+        # twice (a redeploy), and grants with the grant service's command each time.
         refused = run_a2pg("migrate", env=worker_env)
         assert refused.returncode == 1, refused
+        assert "a2pg grants ROLE --schema a2" in refused.stderr
         for _ in range(2):
             migrated = run_a2pg("migrate", env=migrate_env)
             assert migrated.returncode == 0, migrated
-            with psycopg.connect(migrate_env["A2PG_DSN"], autocommit=True) as conn:
-                conn.execute(with_roles(GRANTS_SQL.read_text(), owner, runtime))
+            granted = run_a2pg(*grant_command, env=grant_env)
+            assert granted.returncode == 0, granted
 
         rights = {"SELECT", "INSERT", "UPDATE", "DELETE"}
         expected = {name: rights for name in TABLES} | {"a2_meta": {"SELECT"}, VERSION_TABLE: set()}
@@ -226,8 +282,11 @@ def test_the_roles_migrate_grant_and_work_with_least_privilege(
         assert super_ == (False,)
 
         asyncio.run(append_work(migrate_env["A2PG_DSN"]))
+        metrics_port = free_port()
+        health = [sys.executable, str(HEALTHCHECK), f"http://127.0.0.1:{metrics_port}/metrics"]
         worker = subprocess.Popen(
-            [str(A2PG), "worker", "tests.cli.sample_app:app", "--poll-interval", "0.2"],
+            [str(A2PG), "worker", "tests.cli.sample_app:app", "--poll-interval", "0.2",
+             f"--metrics-port={metrics_port}"],
             env={**{k: v for k, v in os.environ.items() if not k.startswith("A2PG_")},
                  **worker_env},
             cwd=ROOT,
@@ -240,6 +299,11 @@ def test_the_roles_migrate_grant_and_work_with_least_privilege(
             while echoes(database) < EVENTS:
                 assert worker.poll() is None, worker.communicate()
                 assert time.monotonic() < deadline, "the worker did not process the events"
+                time.sleep(0.1)
+            # The worker service's health check, against the real worker.
+            while subprocess.run(health, capture_output=True, check=False).returncode != 0:
+                assert worker.poll() is None, worker.communicate()
+                assert time.monotonic() < deadline, "the worker's health check never passed"
                 time.sleep(0.1)
             sessions = run_a2pg("sessions", env=worker_env)  # inspection, as the runtime role
             assert sessions.returncode == 0, sessions
@@ -255,3 +319,85 @@ def test_the_roles_migrate_grant_and_work_with_least_privilege(
         with psycopg.connect(database, autocommit=True) as conn:
             for role in (runtime, owner):
                 conn.execute(sql.SQL("drop owned by {}").format(sql.Identifier(role)))
+
+
+# --- The health check script ----------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _Answer(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with the status its path names (``/401``), or 200; records
+    the Authorization header it was sent."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def do_GET(self) -> None:
+        _Answer.seen.append(self.headers.get("Authorization"))
+        status = int(self.path.strip("/") or 200)
+        self.send_response(status)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def answering() -> Iterator[str]:
+    """The base URL of a local HTTP server of this test's own."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Answer.seen.clear()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def healthcheck(*argv: str, env: dict[str, str] | None = None) -> int:
+    return run_healthcheck(*argv, env=env).returncode
+
+
+def run_healthcheck(
+    *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The script as the image runs it, with ``a2pg`` on its PATH."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("A2PG_")}
+    base["PATH"] = f"{A2PG.parent}{os.pathsep}{base.get('PATH', '')}"
+    return subprocess.run(
+        [sys.executable, str(HEALTHCHECK), *argv],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def test_the_health_check_passes_on_2xx_and_fails_on_anything_else(answering: str) -> None:
+    assert healthcheck(f"{answering}/") == 0
+    assert healthcheck(f"{answering}/204") == 0
+    assert healthcheck(f"{answering}/401") == 1
+    assert healthcheck(f"{answering}/503") == 1
+    assert healthcheck(f"http://127.0.0.1:{free_port()}/metrics") == 1  # nothing listens
+    assert healthcheck(env={"A2PG_HEALTH_URL": f"{answering}/"}) == 0
+
+
+def test_the_health_check_sends_the_dashboards_credentials(answering: str) -> None:
+    assert healthcheck(f"{answering}/", env={"A2PG_DASHBOARD_TOKEN": "t0ken"}) == 0
+    assert healthcheck(f"{answering}/", env={"A2PG_DASHBOARD_BASIC": "admin:pw"}) == 0
+    assert healthcheck(f"{answering}/") == 0
+    assert _Answer.seen == ["Bearer t0ken", "Basic YWRtaW46cHc=", None]
+
+
+def test_without_a_url_the_health_check_is_a2pg_check() -> None:
+    """``a2pg check`` with no database exits 2: unhealthy, as 1 (Docker reserves 2)."""
+    done = run_healthcheck()
+    assert done.returncode == 1
+    assert "a2pg: error: no database given" in done.stderr

@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from a2pg.testing import NO_ASYNCIO, NO_SERVER, DatabaseTemplate
+from a2pg.testing import DEFAULT_PREFIX, NO_ASYNCIO, NO_SERVER, PREFIX_ENV, DatabaseTemplate
+from a2pg.testing.databases import default_prefix
 
 QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:pytest_cov")
 """Plugins the user's runs do not need (hypothesis's summary alone costs a second a run)."""
@@ -83,7 +84,30 @@ def test_a_user_test_with_postgres_store_passes(with_server: pytest.Pytester) ->
     user.makepyfile(test_user=STORE_TEST)
     result = user.runpytest_inprocess(*QUIET, "-s")
     result.assert_outcomes(passed=1)
-    result.stdout.re_match_lines([r".*USED a2pg_test_[0-9a-f]{16} public"])
+    result.stdout.re_match_lines([rf".*USED {DEFAULT_PREFIX}_test_[0-9a-f]{{16}} public"])
+
+
+def test_the_default_prefix_names_the_user_not_just_a2pg(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``a2pg_...`` databases on a shared server may be anyone's; the plugin's say whose."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("USER", "Ada.Lovelace")
+    assert default_prefix() == "a2pg_test_ada_lovelace"
+    assert default_prefix("root") == "a2pg_test_root"
+    assert default_prefix("x" * 60) == "a2pg_test_" + "x" * 20  # names stay within 63 bytes
+    assert default_prefix("") == default_prefix("---") == "a2pg_test_anon"
+    assert DEFAULT_PREFIX.startswith("a2pg_test_")
+
+
+def test_the_environment_sets_the_prefix(
+    with_server: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = with_server
+    monkeypatch.setenv(PREFIX_ENV, "from_env")
+    user.makepyfile(test_user=STORE_TEST)
+    result = user.runpytest_inprocess(*QUIET, "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.re_match_lines([r".*USED from_env_test_[0-9a-f]{16} public"])
 
 
 def test_the_prefix_and_schema_are_the_users_choice(with_server: pytest.Pytester) -> None:
