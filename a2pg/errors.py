@@ -85,10 +85,17 @@ class InvalidArgument(A2Error):
 class StoreUnavailable(A2Error):
     """The store's database cannot be reached, or answered with an outage: a connection
     refused or lost, a pool that timed out, a SQLite file that cannot be opened or stays
-    locked past its busy timeout. The stores raise their driver's own errors; the CLI and
-    the dashboard read those as this code (``a2pg.backends.classify``)."""
+    locked past its busy timeout; or the store was closed. SqliteStore and a closed store
+    raise it themselves; PostgresStore leaves psycopg's errors as they are, which the CLI
+    and the dashboard read as this code (``a2pg.backends.classify``). An outage, never
+    the store's answer: a worker retries through it."""
 
     default_code = "STORE_UNAVAILABLE"
+
+
+def store_closed() -> StoreUnavailable:
+    """What a store answers once closed, on every backend: ``STORE_UNAVAILABLE``."""
+    return StoreUnavailable(message="the store is closed: called after close()")
 
 
 def invalid(message: str) -> InvalidArgument:

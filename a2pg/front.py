@@ -8,13 +8,19 @@ checked arguments. A backend subclasses ``CheckedStore`` and implements only the
 value, and a rule of the front lands in every backend at once. ``StoreProxy`` is the
 same front over another store's hooks, for wrappers that watch or change a few calls.
 
-The contract itself is docs/concepts/contract.md.
+A call carrying more JSON than ``LOOP_CHECK_BYTES`` is checked in a worker thread, so
+the event loop never waits seconds on one; a call after ``close()`` is refused alike on
+every backend (``STORE_UNAVAILABLE``). The contract itself is docs/concepts/contract.md.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
 
 from .contract.args import (
     AppendArgs,
@@ -54,8 +60,10 @@ from .contract.args import (
     check_unregister_consumers,
     check_wake_log,
 )
+from .contract.budget import OffLoop
 from .contract.limits import Limits
 from .contract.rules import refuse_log_targets
+from .errors import store_closed
 from .feeds import Feed
 from .models import (
     ANY_LANE,
@@ -91,6 +99,32 @@ from .models import (
 from .store import Presence
 from .wakeups import Subscription
 
+T = TypeVar("T")
+
+LOOP_CHECK_BYTES = 65_536
+"""JSON bytes (payloads, states) a call's check may encode on the event loop: a call that
+carries more is checked again, whole, in a worker thread, so that one at the per-call
+byte limit (``Limits.max_call_bytes``, 16 MiB: seconds of walking and encoding) leaves
+the loop free. Below it (the common case) the check costs no thread."""
+
+
+async def _checked(check: Callable[..., T], /, *args: Any, **options: Any) -> T:
+    """``check(*args, **options)``: on the loop up to ``LOOP_CHECK_BYTES``, else in a
+    thread (what it reads is the caller's, who awaits this call)."""
+    try:
+        return check(*args, loop_bytes=LOOP_CHECK_BYTES, **options)
+    except OffLoop:
+        return await asyncio.to_thread(functools.partial(check, *args, **options))
+
+
+async def store_time(store: CheckedStore) -> datetime:
+    """The store's time now, by the clock its writes record: an injected one, else the
+    database's (the server's for PostgreSQL, the machine's for SQLite and memory). What
+    another layer compares the store's times with (``a2pg clear --older-than``), never the
+    caller's own clock, which may be another machine's."""
+    store._check_open()
+    return await store._now()
+
 
 class CheckedStore(ABC):
     """The store contract's public face; a backend implements the hooks below it.
@@ -101,15 +135,24 @@ class CheckedStore(ABC):
 
     _limits: Limits
     _feed: Feed
+    _closed: bool = False
+    """Set by ``close()``: from then on every call is ``STORE_UNAVAILABLE``."""
+
+    def _check_open(self) -> None:
+        """Refuses a call after ``close()`` (``STORE_UNAVAILABLE``, alike on every backend);
+        each operation's first step."""
+        if self._closed:
+            raise store_closed()
 
     @property
     @abstractmethod
     def presence(self) -> Presence:
-        """Short-lived per-participant values (see ``Presence``)."""
+        """Short-lived per-participant values (see ``Presence``); refused once closed."""
 
     @abstractmethod
     async def close(self) -> None:
-        """Ends streams and wakeups and releases what the store holds."""
+        """Ends streams and wakeups and releases what the store holds; every call after it
+        is ``STORE_UNAVAILABLE`` (set ``_closed`` first). Closing again does nothing."""
 
     # -- the log ---------------------------------------------------------------------------
 
@@ -129,8 +172,14 @@ class CheckedStore(ABC):
         names the event these were caused by (fenced by the session's clear marker).
         ``consumers`` names the log consumers to wake (default: the registered ones).
         """
-        args = check_append(
-            session_id, events, consumers=consumers, origin_index=origin_index, limits=self._limits
+        self._check_open()
+        args = await _checked(
+            check_append,
+            session_id,
+            events,
+            consumers=consumers,
+            origin_index=origin_index,
+            limits=self._limits,
         )
         wake = await self._wake_set(args.consumers)
         refuse_log_targets(args.events, wake)
@@ -147,6 +196,7 @@ class CheckedStore(ABC):
     ) -> list[StoredEvent]:
         """Stored events of the session in index order, from its clear marker on: those
         after ``after`` and through ``through``, of ``types``, at most ``limit``."""
+        self._check_open()
         args = check_read(
             session_id, after=after, through=through, types=types, limit=limit, limits=self._limits
         )
@@ -156,14 +206,17 @@ class CheckedStore(ABC):
         """Brings a log consumer's cursor up to date, creating it as an append would; a
         session with nothing after its clear marker and no cursor gets an idle, unstored
         cursor at the marker."""
+        self._check_open()
         return await self._wake_log(check_wake_log(session_id, consumer, limits=self._limits))
 
     async def cursors(self, session_id: str) -> list[Cursor]:
         """Every cursor of the session, by consumer then lane."""
+        self._check_open()
         return await self._list_cursors(check_session(session_id, limits=self._limits))
 
     async def sessions(self, *, after: str | None = None, limit: int = 100) -> list[SessionInfo]:
         """Sessions by id after ``after``, for listings."""
+        self._check_open()
         return await self._list_sessions(
             check_sessions(after=after, limit=limit, limits=self._limits)
         )
@@ -184,6 +237,7 @@ class CheckedStore(ABC):
         """Claims the session's claimable heads for ``holder`` for ``ttl`` seconds, each
         at a new attempt number (``Claimed``); else ``Busy`` (when the earliest held or
         backing-off head frees) or ``Settled`` (nothing left for these consumers)."""
+        self._check_open()
         args = check_claim_available(
             session_id,
             holder=holder,
@@ -208,6 +262,7 @@ class CheckedStore(ABC):
         """The oldest ready heads of every session (of ``consumers``, when named), at most
         ``limit``, claimed for ``holder``: what another worker claims meanwhile is
         skipped, never claimed twice."""
+        self._check_open()
         args = check_claim_any(
             holder=holder,
             ttl=ttl,
@@ -223,6 +278,7 @@ class CheckedStore(ABC):
     ) -> RenewResult:
         """Extends the leases ``holder`` still holds by ``ttl`` seconds from now; says
         which it no longer holds."""
+        self._check_open()
         args = check_renew_claims(
             session_id, holder=holder, claims=claims, ttl=ttl, limits=self._limits
         )
@@ -233,6 +289,7 @@ class CheckedStore(ABC):
     ) -> ReleaseResult:
         """Hands claims back (a worker shutting down): claimable again at once, with no
         failure counted; the released attempt is fenced out like a lapsed one."""
+        self._check_open()
         args = check_release_claims(session_id, holder=holder, claims=claims, limits=self._limits)
         return await self._release_claims(args)
 
@@ -258,7 +315,9 @@ class CheckedStore(ABC):
     async def complete_attempts(self, completions: Sequence[Completion]) -> list[CompleteResult]:
         """Judges each completion like ``complete_attempt``, all in one commit: any error
         leaves nothing written; streams and wakeups hear only of whole batches."""
-        items = await self._items(check_complete_attempts(completions, limits=self._limits))
+        self._check_open()
+        checked = await _checked(check_complete_attempts, completions, limits=self._limits)
+        items = await self._items(checked)
         if not items:
             return []
         return await self._complete_attempts(items)
@@ -276,7 +335,9 @@ class CheckedStore(ABC):
         """``complete_attempts(completions)`` then ``claim_any(...)``, as one atomic call:
         a worker's cycle in one round trip and one commit. Work the completions create and
         the claim takes wakes nobody (no one else could claim it)."""
-        args = check_complete_and_claim(
+        self._check_open()
+        args = await _checked(
+            check_complete_and_claim,
             completions,
             holder=holder,
             ttl=ttl,
@@ -312,6 +373,7 @@ class CheckedStore(ABC):
         """Records a failure of a live attempt: the head backs off (``retry_after``
         seconds, else the store's backoff) or, at ``max_failures``, is dead-lettered.
         Repeating the same call answers as the first did."""
+        self._check_open()
         args = check_fail_attempt(
             session_id,
             consumer=consumer,
@@ -327,6 +389,7 @@ class CheckedStore(ABC):
 
     async def dead_letters(self, session_id: str) -> list[Head]:
         """The session's dead-lettered heads above its clear marker."""
+        self._check_open()
         return await self._dead_letters(check_session(session_id, limits=self._limits))
 
     async def redrive(
@@ -342,6 +405,7 @@ class CheckedStore(ABC):
         """Retries or skips a dead-lettered head (False when there is none above the clear):
         the consumer's at ``index`` on ``lane`` (``None``: its event cursor), or when no
         ``lane`` is given the one ``dead_letters`` lists first."""
+        self._check_open()
         args = check_redrive(
             session_id,
             consumer=consumer,
@@ -360,6 +424,7 @@ class CheckedStore(ABC):
     ) -> StateRead:
         """The newest snapshot of ``reducer`` at or below ``through`` (default: the head)
         and the events after it, to fold from."""
+        self._check_open()
         args = check_read_state(session_id, reducer, through=through, limits=self._limits)
         return await self._read_state(args)
 
@@ -368,7 +433,8 @@ class CheckedStore(ABC):
     ) -> None:
         """Caches folds of ``reducer``, each pinned by the heads that still need it; writes
         below the clear marker are ignored, one past the head is ``INVALID_ARGUMENT``."""
-        args = check_put_snapshots(session_id, reducer, writes, limits=self._limits)
+        self._check_open()
+        args = await _checked(check_put_snapshots, session_id, reducer, writes, limits=self._limits)
         if args.writes:
             await self._put_snapshots(args)
 
@@ -383,6 +449,7 @@ class CheckedStore(ABC):
     ) -> ClearResult:
         """Appends the session's clear marker: what lies below it is history, its heads
         are parked. ``if_last_index`` makes it conditional (and idempotent)."""
+        self._check_open()
         args = check_clear(
             session_id, if_last_index=if_last_index, cause=cause, limits=self._limits
         )
@@ -391,6 +458,7 @@ class CheckedStore(ABC):
     async def reclaim(self, session_id: str) -> ReclaimResult:
         """Deletes a batch of the events below the session's clear marker (``done`` once
         none remain, and the snapshots below it with the last batch)."""
+        self._check_open()
         return await self._reclaim(check_session(session_id, limits=self._limits))
 
     # -- consumer registry -----------------------------------------------------------------
@@ -398,38 +466,46 @@ class CheckedStore(ABC):
     async def register_consumers(self, consumers: Sequence[Consumer]) -> None:
         """Stores each log consumer's spec (targeted ones are ignored). Cursors take a new
         spec's types at their session's next write naming no consumers."""
+        self._check_open()
         await self._register_consumers(check_register_consumers(consumers, limits=self._limits))
 
     async def unregister_consumers(self, names: Sequence[str]) -> None:
         """Stops waking these consumers; their cursors stay."""
+        self._check_open()
         await self._unregister_consumers(check_unregister_consumers(names, limits=self._limits))
 
     async def registered_consumers(self) -> list[Consumer]:
         """The registered log consumers, by name."""
+        self._check_open()
         return await self._registered_consumers()
 
     # -- monitoring ------------------------------------------------------------------------
 
     async def find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
         """Dead-lettered heads of every session matching ``query``, one keyset page."""
+        self._check_open()
         return await self._find_dead_letters(check_find_dead_letters(query, limits=self._limits))
 
     async def consumer_stats(self) -> list[ConsumerStats]:
         """Per consumer (registered or holding heads), by name: what monitoring shows."""
+        self._check_open()
         return await self._consumer_stats()
 
     async def heartbeat(self, beat: WorkerBeat) -> None:
         """Records that ``beat.holder`` is alive now (insert or replace its row)."""
+        self._check_open()
         await self._heartbeat(check_heartbeat(beat, limits=self._limits))
 
     async def forget_workers(self, holders: Sequence[str]) -> None:
         """Drops these workers' rows (a worker forgets itself when it stops cleanly)."""
+        self._check_open()
         checked = check_forget_workers(holders, limits=self._limits)
         if checked:
             await self._forget_workers(checked)
 
     async def workers(self) -> list[WorkerInfo]:
         """Every worker row by holder, stale ones included (see ``WorkerInfo.stale``)."""
+        self._check_open()
         return await self._list_workers()
 
     # -- live feeds ------------------------------------------------------------------------
@@ -552,6 +628,10 @@ class CheckedStore(ABC):
     async def _list_workers(self) -> list[WorkerInfo]: ...
 
     @abstractmethod
+    async def _now(self) -> datetime:
+        """The store's clock now (see ``store_time``)."""
+
+    @abstractmethod
     async def _stream_batch(
         self, session_id: str, after: int, *, visible: bool
     ) -> list[StoredEvent]:
@@ -571,11 +651,19 @@ class StoreProxy(CheckedStore):
         self._limits = inner._limits
         self._feed = inner._feed
 
+    def _check_open(self) -> None:
+        """Closed when this proxy or the store behind it is."""
+        if self._closed:
+            raise store_closed()
+        self.inner._check_open()
+
     @property
     def presence(self) -> Presence:
+        self._check_open()
         return self.inner.presence
 
     async def close(self) -> None:
+        self._closed = True
         await self.inner.close()
 
     async def _wake_set(self, consumers: Sequence[Consumer] | None) -> Sequence[Consumer]:
@@ -660,6 +748,9 @@ class StoreProxy(CheckedStore):
 
     async def _list_workers(self) -> list[WorkerInfo]:
         return await self.inner._list_workers()
+
+    async def _now(self) -> datetime:
+        return await self.inner._now()
 
     async def _stream_batch(
         self, session_id: str, after: int, *, visible: bool

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import logging
+import os
+import sys
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from ..contract.limits import DEFAULT_LIMITS
 from ..front import CheckedStore
 from ..store import Store
 from ..worker import WorkerSettings
 from . import output as out
 from .app_target import load_app
 from .common import (
+    EXIT_HANDLERS_RUNNING,
     EXIT_NOT_MIGRATED,
     EXIT_OK,
     EXIT_USAGE,
@@ -24,6 +29,9 @@ from .common import (
 )
 from .options import add_options, from_args, non_negative_float, positive_float
 from .secrets import hider
+
+if TYPE_CHECKING:
+    from ..worker import HandlersStillRunning
 
 MIGRATE_SQL_HELP = (
     "print the migration's SQL (from an empty schema to the head, for a DBA to run) "
@@ -37,6 +45,15 @@ def add_parsers(command: AddCommand) -> None:
         "migrate", "create or upgrade the a2pg schema (idempotent, safe to run concurrently)"
     )
     migrate.add_argument("--sql", action="store_true", help=MIGRATE_SQL_HELP)
+    migrate.add_argument(
+        "--lock-timeout",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="how long each DDL statement waits for a table lock (PostgreSQL; default: 5): "
+        "past it the migration rolls back, is tried 3 times in all, then exits 1 naming "
+        "the sessions that hold the locks; workers stall behind it at most this long",
+    )
     command("check", "check the schema layout is current (exit 4 when `a2pg migrate` is needed)")
     worker = command("worker", "run the consumers of MODULE:APP until SIGINT/SIGTERM")
     worker.add_argument("app", metavar="MODULE:APP", help="where the App is, e.g. myproj.jobs:app")
@@ -152,14 +169,21 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
         backoff = Backoff(base=base, cap=cap)
     except ValueError as exc:
         fail(EXIT_USAGE, str(exc))
-    return from_args(WorkerSettings, args, backoff=backoff)
+    settings = from_args(WorkerSettings, args, backoff=backoff)
+    try:  # what the store would refuse, once running: said now, on one line
+        settings.refuse_past(DEFAULT_LIMITS)  # the limits of the stores the commands open
+    except ValueError as exc:
+        fail(EXIT_USAGE, str(exc))
+    return settings
 
 
 async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     """Waits for a database server (``--wait``), then runs the app's consumers until
     SIGTERM or SIGINT, then drains and exits 0. A file (``--sqlite``) is opened at once:
-    a missing or unmigrated one exits 4."""
-    from ..worker import serve
+    a missing or unmigrated one exits 4. Sync handlers still running in their threads
+    after the grace are not waited for: once the store is closed and the logs flushed,
+    the process ends at once with exit code 6, their claims left to lapse."""
+    from ..worker import HandlersStillRunning, serve
     from .observe import setup_logging, worker_observers
     from .startup import store_when_reachable
 
@@ -175,6 +199,7 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     else:
         opening = database.open_store()
     where = database.describe()
+    left: HandlersStillRunning | None = None
     with worker_observers(args) as observers:
         async with opening as store:
             served: Store = store
@@ -188,8 +213,34 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
                 "starting %s on %s%s", names, where, " (polling only)" * args.no_listen
             )
             with observers.watching(store):  # the worker logs its stats once, as it stops
-                await serve(served, app, settings=settings, hooks=observers.hooks)
+                try:
+                    await serve(served, app, settings=settings, hooks=observers.hooks)
+                except HandlersStillRunning as error:
+                    left = error
+    if left is not None:
+        _exit_leaving_threads(left)
     return EXIT_OK
+
+
+def _exit_leaving_threads(left: HandlersStillRunning) -> NoReturn:
+    """Ends the process without joining the handler threads (the interpreter's exit would
+    wait for each to return, however long, its head claimed all the while): the worker
+    has stopped, the store is closed and the observers flushed; the logs are flushed here.
+    ``os._exit`` rather than daemon threads: no handler code runs on while the
+    interpreter tears its modules down, and no exit handler waits for a thread."""
+    logging.getLogger("a2pg.worker").error(
+        "exiting with code %d without waiting for %d sync handlers still running (%s); "
+        "their leases lapse within %gs and the next claim of each counts a failure",
+        EXIT_HANDLERS_RUNNING,
+        len(left.attempts),
+        ", ".join(left.attempts),
+        left.ttl,
+    )
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_HANDLERS_RUNNING)
 
 
 COMMANDS: dict[str, Command] = {"migrate": cmd_migrate, "check": cmd_check, "worker": cmd_worker}

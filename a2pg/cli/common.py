@@ -29,6 +29,9 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_MIGRATED = 4
 EXIT_NOT_FOUND = 5
+EXIT_HANDLERS_RUNNING = 6
+"""``a2pg worker`` stopped with sync handlers still running past the grace: it exited
+without them, their claims kept until their leases lapse."""
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -43,6 +46,8 @@ exit codes:
   4  database not migrated (STORE_NOT_CONFIGURED): run `a2pg migrate`
   5  not found (unknown session, no such dead letter, consumers --unregister NAME
      not registered)
+  6  worker: sync handlers still ran after --shutdown-grace; the process exited
+     without waiting for them, their claims kept until their leases lapse (--ttl)
 
 environment:
   A2PG_DSN      the database, when --dsn is not given (a URL, postgresql+psycopg:// too,
@@ -131,6 +136,7 @@ def options(args: argparse.Namespace) -> backends.Options:
         schema=getattr(args, "schema", None),
         pooler=getattr(args, "pooler", None),
         prepare=getattr(args, "prepare", None),
+        lock_timeout=getattr(args, "lock_timeout", None),
     )
 
 

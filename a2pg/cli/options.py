@@ -52,10 +52,12 @@ def positive_float(text: str) -> float:
 PARSERS: dict[object, Callable[[str], object]] = {
     int: positive_int,
     float: positive_float,
+    float | None: positive_float,
     str: str,
 }
 """How an option's text becomes its field's value, by the field's type. Every count and
-number of seconds among these settings must be positive, so the parsers say so."""
+number of seconds among these settings must be positive, so the parsers say so (an
+optional number of seconds left out keeps its default, None)."""
 
 
 def option_name(name: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import cast
 
 from ..errors import invalid
@@ -65,6 +66,7 @@ from .values import (
     check_consumers,
     check_events,
     encode_json,
+    spend_json,
 )
 
 CLEAR_MARKER = CheckedEvent(NewEvent(CLEAR_EVENT_TYPE, None), "null")
@@ -93,14 +95,16 @@ def check_append(
     consumers: object,
     origin_index: object,
     limits: Limits,
+    loop_bytes: int | None = None,
 ) -> AppendArgs:
     """``append``'s arguments; the same id twice in the batch is ``PARTIAL_DUPLICATE_BATCH``.
 
     Targets naming a registered log consumer are refused later, by
-    ``rules.refuse_log_targets``, once the backend knows its registry.
+    ``rules.refuse_log_targets``, once the backend knows its registry. ``loop_bytes``:
+    the most JSON bytes to encode here, on the event loop (see ``CallBudget``).
     """
     sid = check_session_id(session_id, limits)
-    budget = CallBudget(limits)
+    budget = CallBudget(limits, loop_bytes)
     served = check_consumers(consumers, limits, budget)
     checked = check_events(events, limits, budget)
     origin = None if origin_index is None else check_index(origin_index, "origin_index")
@@ -377,16 +381,18 @@ class CompletionItem:
     wake: Sequence[Consumer]
 
 
-def check_complete_attempts(completions: object, *, limits: Limits) -> list[CompletionArgs]:
+def check_complete_attempts(
+    completions: object, *, limits: Limits, loop_bytes: int | None = None
+) -> list[CompletionArgs]:
     """``complete_attempts``' batch: at most ``Limits.max_completions``, whose returned
     events, targets and bytes count together against the call's limits. Each completion
     comes back normalised (its events and consumers as checked). Targets naming a woken
     log consumer are refused by ``rules.refuse_log_targets`` once the backend knows each
-    completion's wake set."""
+    completion's wake set. ``loop_bytes`` as for ``check_append``."""
     listed = items(
         completions, "completions", limit=limits.max_completions, setting="max_completions"
     )
-    budget = CallBudget(limits)
+    budget = CallBudget(limits, loop_bytes)
     checked = []
     for completion in listed:
         plain = _plain_completion(completion, limits, budget)
@@ -489,10 +495,11 @@ def check_complete_and_claim(
     limit: object,
     max_failures: object,
     limits: Limits,
+    loop_bytes: int | None = None,
 ) -> CompleteAndClaimArgs:
     """``complete_attempts``' batch and ``claim_any``'s arguments, each checked as there."""
     return CompleteAndClaimArgs(
-        check_complete_attempts(completions, limits=limits),
+        check_complete_attempts(completions, limits=limits, loop_bytes=loop_bytes),
         check_claim_any(
             holder=holder,
             ttl=ttl,
@@ -604,31 +611,37 @@ class PutSnapshotsArgs:
 
 
 def check_put_snapshots(
-    session_id: object, reducer: object, writes: object, *, limits: Limits
+    session_id: object,
+    reducer: object,
+    writes: object,
+    *,
+    limits: Limits,
+    loop_bytes: int | None = None,
 ) -> PutSnapshotsArgs:
     """At most ``Limits.max_snapshot_writes`` writes, each state at most
     ``Limits.max_state_bytes``, ``Limits.max_pins`` pins in all, and the states'
-    bytes within the call's ``Limits.max_call_bytes``."""
+    bytes within the call's ``Limits.max_call_bytes``; ``loop_bytes`` as for
+    ``check_append``."""
     sid = check_session_id(session_id, limits)
     name = check_name(reducer, "reducer name", limits)
     listed = items(
         writes, "writes", limit=limits.max_snapshot_writes, setting="max_snapshot_writes"
     )
-    budget = CallBudget(limits)
+    budget = CallBudget(limits, loop_bytes)
     pinned = 0
     checked = []
     for write in listed:
         if not isinstance(write, SnapshotWrite):
             raise invalid(f"writes must hold SnapshotWrite, not {type_name(write)}")
         index = check_index(write.index, "snapshot index")
-        state, size = encode_json(
+        state, _ = spend_json(
             write.state,
             "snapshot state",
             limits,
+            budget,
             max_bytes=limits.max_state_bytes,
             setting="max_state_bytes",
         )
-        budget.spend_bytes(size)
         pins = items(write.pins, "snapshot pins", limit=limits.max_pins, setting="max_pins")
         pinned += len(pins)
         if pinned > limits.max_pins:
@@ -771,7 +784,7 @@ def check_presence_write(
     if not isinstance(values, Mapping):
         raise invalid(f"presence values must be a mapping, not {type_name(values)}")
     listed = items(
-        values.items(),
+        tuple(islice(values.items(), limits.max_presence_fields + 1)),  # a mapping: no drain
         "presence values",
         limit=limits.max_presence_fields,
         setting="max_presence_fields",

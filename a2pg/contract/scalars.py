@@ -3,7 +3,7 @@ each bounds what it reads before it reads it all."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from itertools import islice
 
@@ -29,24 +29,31 @@ def over(what: str, size: object, setting: str, limit: int) -> A2Error:
 
 
 def items(value: object, what: str, *, limit: int, setting: str) -> list[object]:
-    """The items of a list argument: any iterable but a str, bytes or mapping, read up to
-    one past ``limit`` (an endless or huge iterable is refused, not drained)."""
+    """The items of a list argument, as the types say: a ``Sequence`` (a list, a tuple, a
+    deque...) but a str, bytes or memoryview, at most ``limit`` long. An iterator, a
+    generator, a set or a mapping is refused whatever it holds (an empty generator too):
+    it has no order to keep, or a retry would find it used up. A sequence's length is
+    read first and its items at most one past ``limit``, so a huge one is not drained."""
     if type(value) is list or type(value) is tuple:  # the common case, without ABC checks
         if len(value) <= limit:
             return list(value)
-        raise invalid(
-            f"{what} holds more than {limit} items, over the limit Limits.{setting}={limit}"
-        )
-    if isinstance(value, str | bytes | bytearray | memoryview | Mapping) or not isinstance(
-        value, Iterable
-    ):
-        raise invalid(f"{what} must be a sequence, not {type_name(value)}")
+        raise _too_many(what, limit, setting)
+    if isinstance(value, str | bytes | bytearray | memoryview) or not isinstance(value, Sequence):
+        raise invalid(f"{what} must be a sequence (a list or a tuple), not {type_name(value)}")
+    try:
+        size = len(value)
+    except OverflowError:  # longer than sys.maxsize
+        size = limit + 1
+    if size > limit:
+        raise _too_many(what, limit, setting)
     taken = list(islice(value, limit + 1))
     if len(taken) > limit:
-        raise invalid(
-            f"{what} holds more than {limit} items, over the limit Limits.{setting}={limit}"
-        )
+        raise _too_many(what, limit, setting)
     return taken
+
+
+def _too_many(what: str, limit: int, setting: str) -> A2Error:
+    return invalid(f"{what} holds more than {limit} items, over the limit Limits.{setting}={limit}")
 
 
 # -- texts ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from ..models import (
     NewEvent,
     Target,
 )
-from .budget import CallBudget
+from .budget import CallBudget, OffLoop
 from .limits import DEFAULT_LIMITS, MAX_ATTEMPT, MAX_INDEX, Limits
 from .render import show, type_name
 from .scalars import (
@@ -240,6 +240,24 @@ def _walk_json(
     if size > max_bytes:
         raise invalid(f"{what} is {size} bytes, over the limit Limits.{setting}={max_bytes}")
     return text, size
+
+
+def spend_json(
+    value: object, what: str, limits: Limits, budget: CallBudget, *, max_bytes: int, setting: str
+) -> tuple[str, int]:
+    """``encode_json`` of one value of a call, its bytes spent from the call's ``budget``.
+
+    On the event loop (a budget with ``loop_bytes``) the value's walk is bounded by what
+    the loop has left (``CallBudget.room``): one that does not fit, or needs the long
+    way, raises ``OffLoop`` and the whole call is checked again in a worker thread."""
+    room = budget.room(max_bytes)
+    encoded = _plain_json(value, limits.max_json_depth, room)
+    if encoded is None:
+        if room < max_bytes:
+            raise OffLoop
+        encoded = _walk_json(value, what, limits, max_bytes=max_bytes, setting=setting)
+    budget.spend_bytes(encoded[1])
+    return encoded
 
 
 def check_payload(payload: object, limits: Limits = DEFAULT_LIMITS) -> tuple[str, int]:
@@ -518,9 +536,14 @@ def _check_event(
         same = kind is tuple and all(map(operator.is_, every, listed))
         targets = given if same else tuple(every)
     payload = event.payload
-    encoded = _plain_json(payload, limits.max_json_depth, limits.max_payload_bytes)
-    payload_json, size = check_payload(payload, limits) if encoded is None else encoded
-    budget.spend_bytes(size)
+    payload_json, _ = spend_json(
+        payload,
+        "event payload",
+        limits,
+        budget,
+        max_bytes=limits.max_payload_bytes,
+        setting="max_payload_bytes",
+    )
     if (
         type(event) is not NewEvent
         or targets is not given

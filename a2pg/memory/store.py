@@ -65,8 +65,8 @@ class MemoryStore(CheckedStore):
     module, then announces what it did to streams and wakeups. Hooks are ``async def``
     but never await while mutating, so each operation is atomic under asyncio.
     Payloads are kept as JSON text and every result decodes its own copy. ``close()``
-    ends streams and wakeups; the store's data stays readable and writable afterwards
-    (there is nothing to release).
+    ends streams and wakeups; every call after it is ``STORE_UNAVAILABLE``, as on the
+    other backends (the data is kept, for nothing to release).
     """
 
     def __init__(
@@ -88,11 +88,16 @@ class MemoryStore(CheckedStore):
 
     @property
     def presence(self) -> MemoryPresence:
+        self._check_open()
         return self._presence
 
     async def close(self) -> None:
-        """Ends every stream and wakeups iterator; the data stays usable."""
+        """Ends every stream and wakeups iterator; later calls are refused."""
+        self._closed = True
         await self._feed.close()
+
+    async def _now(self) -> datetime:
+        return self._clock()
 
     def _announce(self, session_id: str, *, claimed_at: datetime | None = None) -> None:
         """Tells streams of new events and wakeups of new work, once the operation is done.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
-from ..errors import A2Error
+from ..worker.health import refused
 from ..worker.hooks import OUTCOMES, Outcome, WorkerHooks
 from .extras import MissingExtra
 
@@ -175,10 +175,9 @@ class WorkerMetrics(WorkerHooks):
         try:
             with timer:
                 yield
-        except A2Error:
-            raise  # the store's answer, not its failure
-        except Exception:
-            self.store_errors.labels(op).inc()
+        except Exception as error:
+            if not refused(error):  # an A2Error is the store's answer, but STORE_UNAVAILABLE
+                self.store_errors.labels(op).inc()
             raise
 
     def claimed(self, heads: int, limit: int) -> None:

@@ -2,7 +2,8 @@
 
 The store opened on the file of ``--sqlite PATH``, migrated and checked, a temporary
 file for ``demo`` and ``bench`` when PATH is left out, the options of the demo's worker
-processes, and ``sqlite3``'s errors read as backend-neutral ones.
+processes, and ``sqlite3``'s errors read as backend-neutral ones (where the store has not
+already: ``SqliteStore`` raises ``STORE_UNAVAILABLE`` itself, see ``connection.outage``).
 """
 
 from __future__ import annotations
@@ -17,42 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ..errors import A2Error, StoreUnavailable, invalid
+from .connection import first_line, outage
 from .layout import LayoutStatus
 
 if TYPE_CHECKING:
     from .probe import SqliteProbe
     from .store import SqliteStore
 
-SQLITE_BUSY = 5
-SQLITE_CANTOPEN = 14
-"""SQLite's primary result codes for a file locked past the busy timeout and a file
-that cannot be opened (a folder, a missing folder's file, no permission)."""
-
-
-def _text(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def outage(exc: BaseException, where: str) -> A2Error | None:
-    """``STORE_UNAVAILABLE`` for a file that cannot be opened, or that another process
-    kept locked past the busy timeout (as a PostgreSQL lock or pool timeout is one)."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return None
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code
-    text = _text(exc)
-    if code == SQLITE_CANTOPEN or "unable to open" in text:
-        return StoreUnavailable(message=f"cannot open the SQLite database: {text}")
-    if code == SQLITE_BUSY:
-        return StoreUnavailable(
-            message=f"the SQLite database stayed locked past its busy timeout: {text}"
-        )
-    return None
-
 
 def failure(exc: BaseException) -> str | None:
     """Any other ``sqlite3`` error (a full disk, a damaged file) on one line."""
-    return f"database error: {_text(exc)}" if isinstance(exc, sqlite3.Error) else None
+    return f"database error: {first_line(exc)}" if isinstance(exc, sqlite3.Error) else None
 
 
 class Given(Protocol):
@@ -161,7 +137,9 @@ class SqliteBackend:
         return SqliteSite(options.path)
 
     def outage(self, exc: BaseException, where: str) -> A2Error | None:
-        return outage(exc, where)
+        """``sqlite3``'s outages where they come raw (layout checks, the probe, the
+        migration); ``SqliteStore`` raises ``STORE_UNAVAILABLE`` itself."""
+        return outage(exc)
 
     def failure(self, exc: BaseException) -> str | None:
         return failure(exc)

@@ -22,9 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from ..errors import A2Error
+from ..errors import A2Error, StoreUnavailable, store_closed
 
 T = TypeVar("T")
+
+SQLITE_BUSY = 5
+SQLITE_CANTOPEN = 14
+"""SQLite's primary result codes for a file locked past the busy timeout and a file
+that cannot be opened (a folder, a missing folder's file, no permission)."""
 
 BUSY_TIMEOUT = 10.0
 """Seconds a statement waits for another connection's write lock before failing with
@@ -50,6 +55,30 @@ def check_library() -> None:
             f"a2pg's SQLite backend needs SQLite {wanted} or newer; this Python's sqlite3 "
             f"module has {sqlite3.sqlite_version}",
         )
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def outage(exc: BaseException) -> StoreUnavailable | None:
+    """``STORE_UNAVAILABLE`` for a file that cannot be opened, or that another process
+    kept locked past the busy timeout (as a PostgreSQL lock or pool timeout is one);
+    None for any other error. The same words whoever reads it: the store, or
+    ``a2pg.backends.classify`` for an error of ``sqlite3`` itself."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code
+    text = first_line(exc)
+    if code == SQLITE_CANTOPEN or "unable to open" in text:
+        return StoreUnavailable(message=f"cannot open the SQLite database: {text}")
+    if code == SQLITE_BUSY:
+        return StoreUnavailable(
+            message=f"the SQLite database stayed locked past its busy timeout: {text} "
+            "(another process holds its write lock)"
+        )
+    return None
 
 
 def check_path(path: object) -> Path:
@@ -133,7 +162,12 @@ def use_wal(conn: sqlite3.Connection, *, busy_timeout: float = BUSY_TIMEOUT) -> 
 
 
 class Connection:
-    """One sqlite3 connection and the thread that alone uses it (see ``open``)."""
+    """One sqlite3 connection and the thread that alone uses it (see ``open``).
+
+    What reaches the caller is the store's errors, not ``sqlite3``'s, where they mean an
+    outage: a file that cannot be opened or stays locked past the busy timeout is
+    ``STORE_UNAVAILABLE`` (``outage``), and so is a call once the connection is closed.
+    """
 
     def __init__(self, conn: sqlite3.Connection, executor: ThreadPoolExecutor) -> None:
         self._conn = conn
@@ -147,8 +181,11 @@ class Connection:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         try:
             conn = await asyncio.get_running_loop().run_in_executor(executor, opener)
-        except BaseException:
+        except BaseException as exc:
             executor.shutdown(wait=False)
+            found = outage(exc)
+            if found is not None:
+                raise found from exc
             raise
         return cls(conn, executor)
 
@@ -156,9 +193,15 @@ class Connection:
         """``fn(connection)`` on the connection's thread. A caller cancelled meanwhile does
         not stop it: the function runs to its end (its transaction commits or rolls back)."""
         if self.closed:
-            raise sqlite3.ProgrammingError("the store is closed")
+            raise store_closed()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, self._conn))
+        try:
+            return await loop.run_in_executor(self._executor, functools.partial(fn, self._conn))
+        except sqlite3.OperationalError as exc:
+            found = outage(exc)
+            if found is None:
+                raise
+            raise found from exc
 
     async def close(self) -> None:
         """Lets queued calls finish, then closes the connection and its thread."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 from ..contract.args import (
@@ -23,6 +24,7 @@ from ..contract.args import (
     WakeLogArgs,
 )
 from ..contract.limits import DEFAULT_LIMITS, Limits
+from ..errors import StoreUnavailable
 from ..front import CheckedStore
 from ..ids import Clock, IdGenerator, system_clock, uuid7
 from ..models import (
@@ -59,6 +61,7 @@ from .connection import (
     check_path,
     check_synchronous,
     connect,
+    outage,
     use_wal,
 )
 from .database import Database
@@ -67,6 +70,22 @@ from .migrate import upgrade
 from .presence import SqlitePresence
 from .registry import Registry
 from .streams import CHANGE_INTERVAL, Watcher
+
+
+async def _migrated(file: Path, busy_timeout: float) -> None:
+    """``upgrade(file)`` for ``open(migrate=True)``: a file or folder that cannot be made
+    or opened is ``STORE_UNAVAILABLE``, as it is for ``open``."""
+    try:
+        await asyncio.to_thread(upgrade, file, busy_timeout=busy_timeout)
+    except sqlite3.OperationalError as exc:
+        found = outage(exc)
+        if found is None:
+            raise
+        raise found from exc
+    except OSError as exc:
+        raise StoreUnavailable(
+            message=f"cannot create the SQLite database {file}: {exc.strerror or exc}"
+        ) from exc
 
 
 class SqliteStore(CheckedStore):
@@ -150,7 +169,7 @@ class SqliteStore(CheckedStore):
         poll_interval = check_interval(poll_interval, "poll_interval")
         change_interval = check_interval(change_interval, "change_interval")
         if migrate:
-            await asyncio.to_thread(upgrade, file, busy_timeout=busy_timeout)
+            await _migrated(file, busy_timeout)
 
         def open_checked() -> sqlite3.Connection:
             try:
@@ -191,7 +210,9 @@ class SqliteStore(CheckedStore):
         )
 
     async def close(self) -> None:
-        """Ends streams and wakeups, then closes both connections (queued calls finish)."""
+        """Ends streams and wakeups, then closes both connections (queued calls finish);
+        later calls are refused."""
+        self._closed = True
         await self._feed.close()  # and the watcher, its source
         await self._db.close()
 
@@ -201,7 +222,12 @@ class SqliteStore(CheckedStore):
 
     @property
     def presence(self) -> SqlitePresence:
+        self._check_open()
         return self._presence
+
+    async def _now(self) -> datetime:
+        """The clock writes record: the machine's, shared by every process on the file."""
+        return self._db.now()
 
     def _announce(self, appended: Sequence[str], work: Sequence[str]) -> None:
         """What a commit of this store did, told to its own streams and wakeups at once."""

@@ -10,6 +10,7 @@ from typing import TypeAlias
 
 from ..contract.values import check_consumers
 from ..models import Consumer, Head, LogSpec, NewEvent
+from .settings import check_timeout
 
 HandlerResult: TypeAlias = Sequence[NewEvent] | None
 AsyncHandler: TypeAlias = Callable[[Head], Awaitable[HandlerResult]]
@@ -27,6 +28,8 @@ class Registration:
     consumer: Consumer
     handler: Handler
     is_async: bool
+    timeout: float | None = None
+    """Seconds its handler may run (None: the worker's ``attempt_timeout``)."""
 
 
 class App:
@@ -42,8 +45,19 @@ class App:
         @app.consumer("audit", log=LogSpec(types=("order.placed",)))
         def audit(head: Head) -> None: ...   # sync: runs in a thread
 
+        @app.consumer("render", timeout=120)
+        async def render(head: Head) -> None: ...   # fails if it runs past 120 s
+
     or a mapping: ``App({"mailer": send})`` (targeted consumers only; use
     ``app.add(name, handler, log=...)`` for log consumers).
+
+    ``timeout`` bounds each attempt's handler, in seconds (positive and finite; it
+    overrides the worker's ``attempt_timeout``, and may exceed the lease ``ttl``: the
+    lease is renewed meanwhile). An async handler past it is cancelled and the attempt
+    fails with ``AttemptTimeout``, which counts toward ``max_failures``. A sync handler's
+    thread cannot be stopped: the attempt fails the same way once the thread returns,
+    and until then its head stays claimed (its lease renewed), so no other attempt of
+    it runs meanwhile.
     """
 
     def __init__(self, handlers: Mapping[str, Handler] | None = None) -> None:
@@ -51,21 +65,34 @@ class App:
         for name, handler in (handlers or {}).items():
             self.add(name, handler)
 
-    def add(self, name: str, handler: Handler, *, log: LogSpec | None = None) -> None:
-        """Registers ``handler`` for consumer ``name`` (a log consumer when ``log`` is given)."""
+    def add(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        log: LogSpec | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Registers ``handler`` for consumer ``name`` (a log consumer when ``log`` is given),
+        its attempts bounded by ``timeout`` seconds when given (``INVALID_ARGUMENT`` unless
+        positive and finite)."""
         if name in self._registrations:
             raise ValueError(f"consumer '{name}' already has a handler")
         if not callable(handler):
             raise TypeError(f"the handler of consumer '{name}' is not callable")
         consumer = Consumer(name, log)
         check_consumers([consumer])
-        self._registrations[name] = Registration(consumer, handler, _is_async(handler))
+        seconds = check_timeout(timeout, f"the timeout of consumer '{name}'")
+        self._registrations[name] = Registration(consumer, handler, _is_async(handler), seconds)
 
-    def consumer(self, name: str, *, log: LogSpec | None = None) -> Callable[[Handler], Handler]:
+    def consumer(
+        self, name: str, *, log: LogSpec | None = None, timeout: float | None = None
+    ) -> Callable[[Handler], Handler]:
         """Decorator form of ``add``; returns the handler unchanged."""
+        check_timeout(timeout, f"the timeout of consumer '{name}'")  # refused before the def
 
         def register(handler: Handler) -> Handler:
-            self.add(name, handler, log=log)
+            self.add(name, handler, log=log, timeout=timeout)
             return handler
 
         return register

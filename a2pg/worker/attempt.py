@@ -9,7 +9,7 @@ import inspect
 import logging
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import CoroutineType
 from typing import Any, Literal, TypeAlias
@@ -22,7 +22,7 @@ from ..models import Completed, Completion, Head, NewEvent, Superseded
 from ..store import Store
 from .app import App, Registration, completion_events
 from .batch import SEND_RETRY_BASE, CompletionBatcher, PendingCompletion
-from .health import StoreHealth
+from .health import StoreHealth, refused
 from .hooks import Outcome, WorkerHooks
 
 log = logging.getLogger("a2pg.worker")
@@ -32,6 +32,15 @@ Stage = Literal["running", "queued", "settling", "released"]
 AttemptKey: TypeAlias = tuple[str, str, str | None, int, int]
 """An attempt's session id, consumer, lane, index and attempt number."""
 
+HeadKey: TypeAlias = tuple[str, str, str | None, int]
+"""A head's session id, consumer, lane and index: an ``AttemptKey`` without the attempt."""
+
+
+class AttemptTimeout(TimeoutError):
+    """What fails an attempt whose handler ran past its timeout (``App.consumer(timeout=)``,
+    ``WorkerSettings.attempt_timeout``); recorded as the attempt's error, it counts toward
+    ``max_failures`` like any other failure."""
+
 
 @dataclass(slots=True)
 class WorkerStats:
@@ -40,7 +49,8 @@ class WorkerStats:
     ``failed`` counts failures that will be retried; ``dead_lettered`` heads this
     worker dead-lettered (by a failure, or by claiming a head whose lapsed leases
     reached ``max_failures``); ``released`` attempts cut short by a shutdown and handed
-    back with ``release_claims`` (no failure counted).
+    back with ``release_claims`` (no failure counted); ``timed_out`` attempts whose handler
+    ran past its timeout (each also counted as failed or dead-lettered).
     """
 
     claimed: int = 0
@@ -51,6 +61,7 @@ class WorkerStats:
     released: int = 0
     flushes: int = 0
     store_errors: int = 0
+    timed_out: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -76,8 +87,24 @@ class Attempt:
     in_handler: bool = False
     """Its task is inside the handler now: cancelling the task stops the handler."""
     cancels: int = 0
-    """Cancellations of its task that ``supersede`` or ``release`` asked for (undone with
-    ``Task.uncancel`` once the handler is left, so only a caller's cancellation remains)."""
+    """Cancellations of its task that ``supersede``, ``release`` or its timeout asked for
+    (undone with ``Task.uncancel`` once the handler is left, so only a caller's
+    cancellation remains)."""
+    timeout: float | None = None
+    """Seconds its handler may run (its consumer's timeout, else the worker's)."""
+    timed_out: bool = False
+    """Its handler ran past ``timeout``: the attempt fails once the handler has stopped."""
+    timer: asyncio.TimerHandle | None = None
+    thread: Future[Any] | None = None
+    """A sync handler's call in the worker's thread pool, once submitted. A thread cannot
+    be stopped: while it runs, the head's claim is never handed back."""
+    after: Attempt | None = None
+    """An earlier attempt of the same head whose handler still ran in this worker when the
+    head was claimed again (its lease had lapsed): this one's handler waits for it."""
+    handled: bool = False
+    """Its handler is over, or will never run (a sync one: see ``thread``)."""
+    handler_end: asyncio.Future[None] | None = None
+    """Made when a later attempt of the head waits for this one's handler to end."""
 
     def describe(self) -> str:
         session_id, consumer, lane, index, attempt = self.key
@@ -101,6 +128,13 @@ class AttemptRunner:
     does not end the attempt: its completion or failure is sent again until the store
     answers, its lease renewed meanwhile; only a shutdown gives up on it (the lease then
     lapses, and the next claim counts a failure).
+
+    A head runs one handler at a time in a worker: when a claim returns a head one of
+    whose earlier attempts still runs here (its lease lapsed meanwhile), that attempt is
+    superseded and the new one's handler starts only once the earlier handler has ended
+    (``handling``, shared by the worker's runs). A sync handler's thread cannot be
+    stopped: superseding it, releasing it or timing it out waits for it to return, and
+    while it runs its head's claim is never released (``pinned``).
     """
 
     def __init__(
@@ -118,6 +152,8 @@ class AttemptRunner:
         on_handler_done: Callable[[], None],
         health: StoreHealth | None = None,
         hooks: WorkerHooks | None = None,
+        default_timeout: float | None = None,
+        handling: dict[HeadKey, Attempt] | None = None,
     ) -> None:
         self.store = store
         self._health = health or StoreHealth(1.0)
@@ -133,6 +169,9 @@ class AttemptRunner:
         self._on_handler_done = on_handler_done
         self._running_handlers = 0
         self._executor: ThreadPoolExecutor | None = None
+        self._default_timeout = default_timeout
+        self._handling: dict[HeadKey, Attempt] = {} if handling is None else handling
+        """The attempts whose handler runs or is yet to, by head (see the class)."""
 
     def begin(self, heads: list[Head], *, on_done: Callable[[Attempt], None]) -> list[Attempt]:
         """Starts an attempt for each head a claim returned; a head the claim dead-lettered
@@ -141,6 +180,7 @@ class AttemptRunner:
         now = loop.time()
         watched = self._hooks.watches_attempts()
         registrations = self._app.registration
+        handling = self._handling
         attempts = []
         for head in heads:
             if head.dead_lettered:
@@ -162,6 +202,21 @@ class AttemptRunner:
                 head.dispatch.attempt_count,
             )
             attempt = Attempt(head, registration, key, now, now)
+            timeout = registration.timeout
+            attempt.timeout = self._default_timeout if timeout is None else timeout
+            head_key = key[:4]
+            earlier = handling.get(head_key)
+            if earlier is not None and not _handler_over(earlier):
+                # Its lease lapsed (an outage, a stalled loop) while it ran: it is stale now,
+                # and this attempt's handler waits for it (one handler per head at a time).
+                attempt.after = earlier
+                self.supersede(earlier)
+                log.warning(
+                    "%s claimed while %s still runs here; it starts once that one has ended",
+                    attempt.describe(),
+                    earlier.describe(),
+                )
+            handling[head_key] = attempt
             self._running_handlers += 1  # counted now: the claimer reads it before the task runs
             run = self._watched(attempt, on_done) if watched else self._run(attempt, on_done)
             attempt.task = loop.create_task(run, name=f"a2pg-attempt {attempt.describe()}")
@@ -185,10 +240,25 @@ class AttemptRunner:
         # already sent or failing: the store's answer to that call decides
 
     def release(self, attempt: Attempt) -> None:
-        """Shutdown: cut a running handler short; the worker then hands its claim back."""
-        if attempt.stage == "running" and not attempt.superseded:
-            attempt.releasing = True
-            _cut_short(attempt)
+        """Shutdown: cut a running handler short; the worker then hands its claim back. An
+        attempt ``pinned`` by a handler thread is left alone: its claim stays held."""
+        if attempt.stage != "running" or attempt.superseded or self.pinned(attempt):
+            return
+        attempt.releasing = True
+        if not _cut_short(attempt):  # its thread started just now
+            attempt.releasing = False
+
+    def pinned(self, attempt: Attempt) -> bool:
+        """Whether a handler of the attempt's head runs in a thread of this worker: its own,
+        or an earlier attempt's it waits for. Its claim must not be handed back before
+        that returns, or another worker could run the head beside it."""
+        current: Attempt | None = attempt
+        while current is not None:
+            thread = current.thread
+            if thread is not None and not thread.done():
+                return True
+            current = current.after
+        return False
 
     @property
     def running(self) -> int:
@@ -197,7 +267,7 @@ class AttemptRunner:
 
     def close(self) -> None:
         executor, self._executor = self._executor, None
-        if executor is not None:  # threads still running a cut-short sync handler finish alone
+        if executor is not None:  # threads still running a sync handler finish alone
             executor.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ the run
@@ -219,17 +289,25 @@ class AttemptRunner:
             head = attempt.head
             try:
                 try:
-                    if attempt.releasing:  # cut short before it started: the handler never runs
+                    # cut short before it started: the handler never runs
+                    if attempt.releasing or attempt.superseded:
                         raise asyncio.CancelledError
                     registration = attempt.registration
                     attempt.in_handler = True
+                    if attempt.after is not None:
+                        await self._wait_for_earlier(attempt)
+                    if attempt.timeout is not None:
+                        attempt.timer = asyncio.get_running_loop().call_later(
+                            attempt.timeout, self._time_out, attempt
+                        )
                     if registration.is_async:
                         result: Any = registration.handler(head)
                     else:
-                        result = await self._call_sync(registration, head)
+                        result = await self._call_sync(attempt, registration, head)
                     if type(result) is CoroutineType or inspect.isawaitable(result):
                         result = await result
                 finally:
+                    self._handler_ended(attempt)
                     attempt.in_handler = False
                     if attempt.cancels:  # ours, now delivered: only a caller's remains
                         _uncancel(attempt)
@@ -244,6 +322,8 @@ class AttemptRunner:
                     self.stats.superseded += 1
                     attempt.outcome = "superseded"
                     log.info("%s superseded; its handler was cancelled", attempt.describe())
+                elif attempt.timed_out:
+                    await self._fail_timed_out(attempt, error)
                 elif attempt.releasing:
                     attempt.stage = "released"
                     attempt.outcome = "released"
@@ -252,11 +332,17 @@ class AttemptRunner:
                     await self._fail(attempt, error, describe_error(error))
                 return
             except Exception as error:
-                await self._fail(attempt, error, describe_error(error))
+                if attempt.timed_out and not attempt.superseded:
+                    await self._fail_timed_out(attempt, error)
+                else:
+                    await self._fail(attempt, error, describe_error(error))
                 return
             if attempt.superseded:  # the renewal said so while the result was on its way
                 self.stats.superseded += 1
                 attempt.outcome = "superseded"
+                return
+            if attempt.timed_out:  # a sync handler's thread, or a handler that swallowed
+                await self._fail_timed_out(attempt, None)  # the cancel, returned too late
                 return
             # () when it returned none: the store's checks take that completion as it is
             events: Sequence[NewEvent] = ()
@@ -301,14 +387,99 @@ class AttemptRunner:
             if on_done is not None:
                 on_done(attempt)
 
-    async def _call_sync(self, registration: Registration, head: Head) -> Any:
-        """A sync handler, in a thread of the worker's pool (with this task's context)."""
+    async def _call_sync(self, attempt: Attempt, registration: Registration, head: Head) -> Any:
+        """A sync handler, in a thread of the worker's pool (with this task's context).
+
+        Only the attempt's task being cancelled outright (a shutdown leaving the thread
+        behind) stops the wait; ``_cut_short`` cancels the call only before it starts.
+        """
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 max_workers=self._concurrency, thread_name_prefix="a2pg-handler"
             )
         call = functools.partial(contextvars.copy_context().run, registration.handler, head)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        thread = attempt.thread = self._executor.submit(call)
+        return await asyncio.wrap_future(thread)
+
+    def _handler_ended(self, attempt: Attempt) -> None:
+        """The handler section of the attempt's task is left: its timer is stopped and, unless
+        a thread still runs its handler (the task was cancelled outright), the head is free
+        for a later attempt."""
+        timer = attempt.timer
+        if timer is not None:
+            timer.cancel()
+            attempt.timer = None
+        thread = attempt.thread
+        if thread is not None and not thread.done():
+            return  # a later attempt of the head waits for the thread itself
+        attempt.handled = True
+        head_key = attempt.key[:4]
+        if self._handling.get(head_key) is attempt:
+            earlier = attempt.after  # set while it waited: it was cut short meanwhile
+            while earlier is not None and _handler_over(earlier):
+                earlier = earlier.after
+            if earlier is None:
+                del self._handling[head_key]
+            else:  # the head still runs here: the next claim of it waits for that one
+                self._handling[head_key] = earlier
+        end = attempt.handler_end
+        if end is not None and not end.done():
+            end.set_result(None)
+
+    async def _wait_for_earlier(self, attempt: Attempt) -> None:
+        """Waits until no earlier attempt of the head runs a handler here (see ``after``)."""
+        earlier = attempt.after
+        while earlier is not None:
+            await _handler_end(earlier)
+            earlier = earlier.after
+        attempt.after = None
+
+    def _time_out(self, attempt: Attempt) -> None:
+        """The attempt's timeout passed: an async handler is cancelled (the attempt then
+        fails); a sync one cannot be, so the attempt fails once its thread returns. While
+        the handler goes on, a WARNING says so once per timeout (an async handler that
+        ignores being cancelled is cancelled again), so a hung one is never silent."""
+        attempt.timer = None
+        if not attempt.in_handler or attempt.superseded or attempt.releasing:
+            return
+        timeout = attempt.timeout
+        assert timeout is not None
+        first = not attempt.timed_out
+        if first:
+            attempt.timed_out = True
+            self.stats.timed_out += 1
+        if not _cut_short(attempt):
+            log.warning(
+                "%s ran past its %gs timeout (%.1fs since its claim); a sync handler's "
+                "thread cannot be stopped: its head stays claimed until the thread returns, "
+                "then the attempt fails",
+                attempt.describe(),
+                timeout,
+                attempt.elapsed(),
+            )
+        elif not first:
+            log.warning(
+                "%s still runs %.1fs after its claim, past its %gs timeout: its handler "
+                "ignores being cancelled; cancelled again",
+                attempt.describe(),
+                attempt.elapsed(),
+                timeout,
+            )
+        attempt.timer = asyncio.get_running_loop().call_later(timeout, self._time_out, attempt)
+
+    async def _fail_timed_out(self, attempt: Attempt, cause: BaseException | None) -> None:
+        """Fails the attempt with ``AttemptTimeout``; ``cause`` is how its handler ended (the
+        cancellation, with where it was, or what it raised after its timeout)."""
+        thread = attempt.thread
+        ran = thread is not None and not thread.cancelled()
+        what = "its thread returned late" if ran else "was cancelled"
+        error = AttemptTimeout(
+            f"{attempt.describe()}: the handler of consumer '{attempt.head.consumer}' ran "
+            f"past its {attempt.timeout:g}s timeout and {what} "
+            f"({attempt.elapsed():.1f}s after the claim)"
+        )
+        error.__cause__ = cause
+        await self._fail(attempt, error, describe_error(error))
 
     async def _fail(self, attempt: Attempt, error: BaseException, text: str) -> None:
         head = attempt.head
@@ -330,9 +501,9 @@ class AttemptRunner:
                         retry_after=retry_after,
                     )
                 break
-            except A2Error:
-                raise
             except Exception as lost:
+                if refused(lost):  # the store's answer; STORE_UNAVAILABLE is an outage
+                    raise
                 log.info("%s: recording the failure failed (%r); again", attempt.describe(), lost)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._health.every)
@@ -396,12 +567,42 @@ def describe_error(error: BaseException, limit: int = DEFAULT_LIMITS.max_error_l
     return "...\n" + text[-(limit - 4) :]
 
 
-def _cut_short(attempt: Attempt) -> None:
-    """Cancels the attempt's task while its handler runs in it (a task not yet started
-    sees ``releasing`` or ``superseded`` when it starts)."""
+def _cut_short(attempt: Attempt) -> bool:
+    """Cancels the attempt's task while its handler (or its wait for an earlier attempt)
+    runs in it; a task not yet started sees ``releasing`` or ``superseded`` when it
+    starts. A sync handler's call is cancelled only while it waits for a thread: False
+    when the handler runs in one, which nothing can stop."""
+    thread = attempt.thread
+    if thread is not None:
+        return thread.cancel() or thread.done()
     task = attempt.task
     if attempt.in_handler and task is not None and task.cancel():
         attempt.cancels += 1
+    return True
+
+
+def _handler_over(attempt: Attempt) -> bool:
+    """Whether no handler of ``attempt`` runs, nor will start."""
+    thread = attempt.thread
+    if thread is not None:
+        return thread.done()
+    task = attempt.task
+    return attempt.handled or task is None or task.done()
+
+
+async def _handler_end(attempt: Attempt) -> None:
+    """Returns once ``_handler_over(attempt)``; cancelling the wait leaves the handler be."""
+    while not _handler_over(attempt):
+        thread = attempt.thread
+        if thread is not None:  # a thread: wait for it, whatever its task does
+            await asyncio.wait([asyncio.wrap_future(thread)])
+            continue
+        end = attempt.handler_end
+        if end is None:
+            end = attempt.handler_end = asyncio.get_running_loop().create_future()
+        task = attempt.task
+        assert task is not None
+        await asyncio.wait([end, task], return_when=asyncio.FIRST_COMPLETED)
 
 
 def _uncancel(attempt: Attempt) -> None:

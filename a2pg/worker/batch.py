@@ -8,10 +8,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import A2Error
 from ..models import CompleteResult, Completion
 from ..store import Store
-from .health import StoreHealth
+from .health import StoreHealth, refused
 
 log = logging.getLogger("a2pg.worker")
 
@@ -205,18 +204,20 @@ class CompletionBatcher:
             try:
                 async with self._health.call("complete_attempts"):
                     outcomes = await self._store.complete_attempts([e.completion for e in batch])
-            except A2Error as error:
-                if len(batch) == 1:
-                    _settle(batch[0], error=error)
-                    return
-                self.stats.split_batches += 1
-                log.info(
-                    "batch of %d completions refused (%s); sending each alone", len(batch), error
-                )
-                for entry in batch:
-                    await self._send([entry])
-                return
             except Exception as error:
+                if refused(error):  # the store's answer, not an outage (STORE_UNAVAILABLE)
+                    if len(batch) == 1:
+                        _settle(batch[0], error=error)
+                        return
+                    self.stats.split_batches += 1
+                    log.info(
+                        "batch of %d completions refused (%s); sending each alone",
+                        len(batch),
+                        error,
+                    )
+                    for entry in batch:
+                        await self._send([entry])
+                    return
                 self.stats.resends += 1
                 log.info("sending %d completions failed (%r); re-sending", len(batch), error)
                 await asyncio.sleep(delay)

@@ -10,11 +10,10 @@ from collections.abc import Callable
 from functools import cache
 from importlib import metadata
 
-from ..errors import A2Error
 from ..models import WorkerBeat
 from ..store import Store
 from .attempt import WorkerStats
-from .health import StoreHealth
+from .health import StoreHealth, refused
 
 log = logging.getLogger("a2pg.worker")
 
@@ -28,14 +27,23 @@ def package_version() -> str:
         return "unknown"
 
 
+MIN_DEADLINE = 1.0
+"""The least time a beat is given to answer, whatever the interval (tests beat every few
+milliseconds; a loaded database may take longer than that to answer one)."""
+
+
 class Heartbeat:
     """Sends ``describe()`` to ``store.heartbeat`` at ``start`` and every ``interval`` seconds
     until ``close``, which then drops the worker's row.
 
     A beat that fails is never fatal: it counts in ``stats.store_errors`` and the
     worker's ``health`` logs the outage as for any store call; one the store refuses
-    (an ``A2Error``: a holder name over its limits, say) is logged once. Beats are
-    never cut short, so none can land after the row was dropped.
+    (an ``A2Error``: a holder name over its limits, say) is logged once. A beat with no
+    answer within ``interval`` (``MIN_DEADLINE`` at least: a lock held on the workers'
+    table, a connection gone silent) is abandoned, cancelled, and logged once until a
+    beat lands again; the next beat goes at its time all the same. ``close`` cuts no
+    beat short but one past its deadline, so none but an abandoned one can land after
+    the row was dropped (the row then goes stale, as a killed worker's).
     """
 
     def __init__(
@@ -55,8 +63,13 @@ class Heartbeat:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._refusal_said = False
+        self._hang_said = False
+        self.deadline = max(interval, MIN_DEADLINE)
+        """Seconds a beat may wait for the store's answer before it is abandoned."""
         self.sent = 0
         """Beats the store took (for tests and stats)."""
+        self.abandoned = 0
+        """Beats abandoned past their deadline (for tests and stats)."""
 
     async def start(self) -> None:
         """Starts beating in the background, the first beat at once: a store slow to take
@@ -67,27 +80,43 @@ class Heartbeat:
 
     async def send(self) -> None:
         beat = self._describe()
+        # Outside the health's call: an abandoned beat is a cancelled call there, not a
+        # failed one (other calls may be answering; the store is not down for a hung beat).
+        deadline = asyncio.timeout(self.deadline)
         try:
-            async with self._health.call("heartbeat"):
+            async with deadline, self._health.call("heartbeat"):
                 await self._store.heartbeat(beat)
-        except A2Error as refused:
-            if not self._refusal_said:
-                log.warning("the store refuses this worker's heartbeat: %s", refused)
-                self._refusal_said = True
-        except Exception:
-            self._stats.store_errors += 1  # the health logs it, once per poll interval
-            log.debug("heartbeat failed", exc_info=True)
+        except Exception as error:
+            if refused(error):  # the store's answer (STORE_UNAVAILABLE is an outage)
+                if not self._refusal_said:
+                    log.warning("the store refuses this worker's heartbeat: %s", error)
+                    self._refusal_said = True
+                return
+            self._stats.store_errors += 1
+            if isinstance(error, TimeoutError) and deadline.expired():
+                self.abandoned += 1
+                if not self._hang_said:
+                    log.warning(
+                        "a heartbeat got no answer within %.1fs: abandoned (the next goes on "
+                        "time; said once until one lands)",
+                        self.deadline,
+                    )
+                    self._hang_said = True
+            else:  # the health logs it, once per poll interval
+                log.debug("heartbeat failed", exc_info=True)
         else:
             self.sent += 1
+            self._hang_said = False
 
     async def _run(self) -> None:
-        await self.send()
+        loop = asyncio.get_running_loop()
         while True:
+            due = loop.time() + self._interval  # beats keep their pace, slow answers or not
+            await self.send()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self._interval)
+                await asyncio.wait_for(self._stop.wait(), max(0.0, due - loop.time()))
             if self._stop.is_set():
                 return
-            await self.send()
 
     async def close(self, holder: str, *, within: float) -> None:
         """Stops beating (a beat under way may finish, for ``within`` seconds at most), then

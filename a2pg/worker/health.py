@@ -11,12 +11,19 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
 
-from ..errors import A2Error
+from ..errors import A2Error, StoreUnavailable
 from .hooks import WorkerHooks
 
 log = logging.getLogger("a2pg.worker")
 
 Clock = Callable[[], float]
+
+
+def refused(error: BaseException) -> bool:
+    """Whether ``error`` is the store's answer to the call (an ``A2Error``: bad input, a
+    cleared session...), not an outage. ``STORE_UNAVAILABLE`` is an outage like a driver's
+    error: SqliteStore's file locked past its busy timeout, any store once closed."""
+    return isinstance(error, A2Error) and not isinstance(error, StoreUnavailable)
 
 
 @dataclass(slots=True)
@@ -29,7 +36,8 @@ class StoreHealth:
     """Watches a worker's store calls so it never sits silent while the database is away.
 
     Every store call runs inside ``call(what)``. A call that fails (other than with an
-    ``A2Error``, which is the store answering) is logged at once as a WARNING; then,
+    ``A2Error``, which is the store answering, but ``STORE_UNAVAILABLE``: see
+    ``refused``) is logged at once as a WARNING; then,
     while calls keep failing or one hangs (a blackholed or half-open connection),
     ``report()``, called every ``every`` seconds by ``watch()``, logs one WARNING line
     saying for how long and what waits. The first success after that says the
@@ -73,11 +81,11 @@ class StoreHealth:
         try:
             with self._hooks.store_call(what):
                 yield
-        except A2Error:
-            self.succeeded()
-            raise
         except Exception as error:
-            self.failed(what, error)
+            if refused(error):
+                self.succeeded()
+            else:
+                self.failed(what, error)
             raise
         else:
             self.succeeded()
@@ -151,7 +159,7 @@ class _Unwatched:
     ) -> None:
         health = self._health
         try:
-            if exc is None or isinstance(exc, A2Error):  # an A2Error is the store's answer
+            if exc is None or refused(exc):  # the store's answer
                 health.succeeded()
             elif isinstance(exc, Exception):
                 health.failed(self._what, exc)

@@ -65,7 +65,8 @@ class WorkerHooks:
     @contextlib.contextmanager
     def store_call(self, op: str) -> Iterator[None]:
         """Wraps one store call (``claim_any``, ``complete_attempts``...); an exception
-        leaving it is the call's failure (an ``A2Error`` is the store's answer)."""
+        leaving it is the call's failure (an ``A2Error`` is the store's answer, but
+        ``STORE_UNAVAILABLE``: see ``health.refused``)."""
         yield
 
     def watches_store_calls(self) -> bool:

@@ -15,11 +15,12 @@ from types import TracebackType
 from typing import Any
 
 from ..backoff import Backoff
+from ..contract.limits import DEFAULT_LIMITS, Limits
 from ..models import Head, WorkerBeat
 from ..store import Store
 from ..wakeups import Subscription
 from .app import App
-from .attempt import Attempt, AttemptRunner, WorkerStats
+from .attempt import Attempt, AttemptRunner, HeadKey, WorkerStats
 from .attempt_log import AttemptLog
 from .batch import CompletionBatcher
 from .beat import Heartbeat, package_version
@@ -30,6 +31,28 @@ from .lease import LeaseRenewer
 from .settings import WorkerSettings
 
 log = logging.getLogger("a2pg.worker")
+
+
+class HandlersStillRunning(RuntimeError):
+    """A worker stopped while sync handlers still ran in its threads, past the grace.
+
+    A thread cannot be stopped, so their claims were not handed back (another worker
+    would run those heads beside them): each lease lapses ``ttl`` seconds after its last
+    renewal, and the next claim of the head counts a failure, as after a crash. Everything
+    else was drained or released, and the worker stopped. End the process now (``a2pg
+    worker`` exits 6), or let the threads finish before their leases lapse. ``heads`` are
+    their heads, ``attempts`` their descriptions (``session:consumer/lane@index#attempt``).
+    """
+
+    def __init__(self, attempts: Sequence[Attempt], ttl: float) -> None:
+        self.heads: tuple[Head, ...] = tuple(a.head for a in attempts)
+        self.attempts: tuple[str, ...] = tuple(a.describe() for a in attempts)
+        self.ttl = ttl
+        super().__init__(
+            f"{len(self.attempts)} sync handlers still run in their threads after the "
+            f"shutdown ({', '.join(self.attempts)}): their claims were kept, not released, "
+            f"and lapse {ttl:g}s after their last renewal"
+        )
 
 
 class Worker:
@@ -56,7 +79,14 @@ class Worker:
 
     Entry points: ``await run()`` (until ``stop()``), ``run_with_signals()`` (SIGTERM /
     SIGINT stop gracefully; a second signal forces), ``async with worker:`` (runs in
-    the background for the block), ``run_until_idle()`` (tests, demos).
+    the background for the block), ``run_until_idle()`` (tests, demos). Each raises
+    ``HandlersStillRunning`` once stopped if sync handlers still ran in their threads
+    past the grace: their claims are kept (never released while a handler runs), and
+    the caller decides whether to end the process (``a2pg worker`` does, exit code 6).
+
+    A handler runs at most ``attempt_timeout`` seconds (or its consumer's ``timeout``):
+    see ``App``. One head never runs two handlers at once in a worker: a head claimed
+    again while an earlier attempt of it still runs here (its lease lapsed) waits for it.
 
     The knobs are ``settings`` (a ``WorkerSettings``), or its fields given as keywords
     (``Worker(store, app, concurrency=20)``), not both; each reads as an attribute too.
@@ -80,6 +110,7 @@ class Worker:
         if settings is not None and knobs:
             raise TypeError("give Worker either settings or keyword settings, not both")
         self.settings = settings if settings is not None else WorkerSettings(**knobs)
+        self.settings.refuse_past(_limits_of(store))
         self.store = store
         self.app = app
         self.stats = WorkerStats()
@@ -87,6 +118,11 @@ class Worker:
         self.health = StoreHealth(self.settings.poll_interval, hooks=self.hooks)
         self._consumers = app.consumers
         self._inflight: dict[tuple[object, ...], Attempt] = {}
+        self._handling: dict[HeadKey, Attempt] = {}
+        """Attempts whose handler runs or is yet to, by head; kept across runs, so a head
+        whose thread a shutdown left running is not run beside it by the next run."""
+        self._left_running: list[Attempt] = []
+        """What the last shutdown left running in threads (``HandlersStillRunning``)."""
         self._wake = asyncio.Event()
         self._slot = asyncio.Event()
         self._force = asyncio.Event()
@@ -168,6 +204,10 @@ class Worker:
     def heartbeat_interval(self) -> float:
         return self.settings.heartbeat_interval
 
+    @property
+    def attempt_timeout(self) -> float | None:
+        return self.settings.attempt_timeout
+
     # ----------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
@@ -204,6 +244,8 @@ class Worker:
             on_handler_done=self._handler_done,
             health=self.health,
             hooks=self.hooks,
+            default_timeout=self.settings.attempt_timeout,
+            handling=self._handling,
         )
         self._renewer = LeaseRenewer(
             self.store, self._runner, self.settings, self.health, hooks=self.hooks
@@ -241,7 +283,9 @@ class Worker:
 
     def stop(self, *, force: bool = False) -> None:
         """Stops claiming; in-flight attempts get ``shutdown_grace`` seconds (none if forced),
-        then their claims are released: another worker takes them, no failure counted."""
+        then async handlers are cancelled and their claims released: another worker takes
+        them, no failure counted. A sync handler still in its thread keeps its claim (the
+        run then raises ``HandlersStillRunning``)."""
         self._stop.set()
         self._wake.set()
         self._slot.set()
@@ -279,7 +323,8 @@ class Worker:
         return 0 if self._runner is None else self._runner.batcher.queued
 
     async def run(self) -> None:
-        """Claims and runs work until ``stop()``; then drains and stops cleanly."""
+        """Claims and runs work until ``stop()``; then drains and stops cleanly. Raises
+        ``HandlersStillRunning`` when it stopped with sync handlers still running."""
         if self._claiming:
             raise RuntimeError("this worker is already running")
         await self.start()
@@ -296,6 +341,7 @@ class Worker:
             raise
         finally:
             await self._shutdown()
+        self._raise_if_left_running()
 
     async def run_with_signals(self) -> None:
         """``run()``, stopping gracefully on SIGTERM or SIGINT; a second signal forces."""
@@ -336,6 +382,12 @@ class Worker:
             raise
         finally:
             await self._shutdown()
+        self._raise_if_left_running()
+
+    def _raise_if_left_running(self) -> None:
+        left, self._left_running = self._left_running, []
+        if left:
+            raise HandlersStillRunning(left, self.ttl)
 
     async def wait_idle(self) -> None:
         """Waits until a claim begun after this call found nothing, with nothing in flight."""
@@ -366,7 +418,11 @@ class Worker:
         self.stop(force=exc is not None)  # a failing block should not wait out the grace
         task, self._run_task = self._run_task, None
         if task is not None:
-            await task
+            try:
+                await task
+            except HandlersStillRunning:
+                if exc is None:
+                    raise  # else the block's own error goes on; the log named the threads
 
     # ------------------------------------------------------------------ claiming
 
@@ -567,6 +623,9 @@ class Worker:
     # ------------------------------------------------------------------ shutdown
 
     async def _shutdown(self) -> None:
+        """Drains for the grace, then cuts short what still runs and hands its claims back,
+        except the heads whose sync handler still runs in a thread: those are left running,
+        their claims kept until they lapse (``_left_running``), never released."""
         if not self._started:
             return
         self.stop()
@@ -585,11 +644,22 @@ class Worker:
         attempts = list(self._inflight.values())
         for attempt in attempts:
             runner.release(attempt)
-        given_up = await self._settle(runner)
+        pinned = [a for a in attempts if runner.pinned(a)]
+        for attempt in pinned:
+            log.warning(
+                "%s: its sync handler still runs in its thread; its claim is kept, not "
+                "released (a thread cannot be stopped)",
+                attempt.describe(),
+            )
+        given_up = await self._settle(runner, [a for a in attempts if a not in pinned])
+        freed = [a for a in pinned if not runner.pinned(a)]  # returned meanwhile: settle too
+        given_up += await self._settle(runner, freed)
+        left = [a for a in pinned if runner.pinned(a)]
         cut_short = [a for a in attempts if a.stage == "released"]
         if self._renewer is not None:  # handed back: another worker takes them at once
             errors = await self._renewer.release(cut_short + given_up, within=self.cleanup_timeout)
             self.stats.store_errors += errors
+        await _abandon(left)
         await runner.batcher.close()
         heartbeat, self._heartbeat = self._heartbeat, None
         if heartbeat is not None:  # gone from workers() once its work is handed back
@@ -608,19 +678,32 @@ class Worker:
         self._started = False
         self._stop.clear()
         self._force.clear()
-        log.info("worker %s stopped: %s", self.holder, self.stats)
+        self._left_running = left
+        if left:
+            log.error(
+                "worker %s stopped with %d sync handlers still running in their threads "
+                "(%s): their leases lapse %gs after their last renewal, and the next claim "
+                "of each counts a failure: %s",
+                self.holder,
+                len(left),
+                ", ".join(a.describe() for a in left),
+                self.ttl,
+                self.stats,
+            )
+        else:
+            log.info("worker %s stopped: %s", self.holder, self.stats)
         self.hooks.stopped(self.stats)
 
-    async def _settle(self, runner: AttemptRunner) -> list[Attempt]:
-        """Waits ``cleanup_timeout`` for in-flight attempts to settle; returns the ones given
-        up on (their tasks are cancelled), which still hold claims unless superseded."""
-        tasks = [a.task for a in self._inflight.values() if a.task is not None]
+    async def _settle(self, runner: AttemptRunner, attempts: list[Attempt]) -> list[Attempt]:
+        """Waits ``cleanup_timeout`` for ``attempts`` to settle; returns the ones given up on
+        (their tasks are cancelled), which still hold claims unless superseded."""
+        tasks = [a.task for a in attempts if a.task is not None and not a.task.done()]
         if not tasks:
             return []
         _done, pending = await asyncio.wait(tasks, timeout=self.cleanup_timeout)
         if not pending:
             return []
-        given_up = [a for a in self._inflight.values() if a.task in pending and not a.superseded]
+        given_up = [a for a in attempts if a.task in pending and not a.superseded]
         log.error("%d attempts did not settle; releasing their claims", len(pending))
         runner.batcher.abort()
         for task in pending:
@@ -629,10 +712,18 @@ class Worker:
         return given_up
 
 
+def _limits_of(store: Store) -> Limits:
+    """The limits ``store`` checks calls with: an a2pg store's own (a wrapper that forwards
+    its attributes passes them on), else the defaults."""
+    limits = getattr(store, "_limits", None)
+    return limits if isinstance(limits, Limits) else DEFAULT_LIMITS
+
+
 async def serve(store: Store, app: App, **options: Any) -> WorkerStats:
     """Runs a worker until SIGTERM/SIGINT (the ``a2pg worker MODULE:APP`` entry point).
 
-    The caller owns the store: open it before, close it after.
+    The caller owns the store: open it before, close it after. Raises
+    ``HandlersStillRunning`` when sync handlers still ran after the grace.
     """
     worker = Worker(store, app, **options)
     await worker.run_with_signals()
@@ -657,6 +748,16 @@ async def _wait_any(*events: asyncio.Event, within: float | None = None) -> None
     finally:
         for waiter in waiters:
             waiter.cancel()
+
+
+async def _abandon(attempts: list[Attempt]) -> None:
+    """Ends the tasks of attempts whose sync handler still runs: the thread goes on alone,
+    its result unread, its claim left to lapse."""
+    for attempt in attempts:
+        attempt.outcome = "abandoned"
+        if attempt.task is not None:
+            attempt.task.cancel()
+    await asyncio.gather(*(a.task for a in attempts if a.task is not None), return_exceptions=True)
 
 
 async def _unsubscribe(wakeups: Subscription) -> None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..backoff import Backoff
-from ..contract.limits import MAX_ATTEMPT, MAX_SECONDS
+from ..contract.limits import MAX_ATTEMPT, MAX_SECONDS, Limits
+from ..errors import invalid
 
 MAX_BATCH = 10_000
 """The largest ``claim_batch`` and ``flush_size``: the default ``Limits`` per-call caps."""
@@ -35,8 +36,9 @@ class WorkerSettings:
     """How a ``Worker`` claims, runs, renews, completes and stops (see ``Worker``).
 
     Each field's ``metadata["help"]`` is its one-line description (``a2pg worker --help``
-    shows it). A bad knob raises ``ValueError`` naming it. Derived knobs left out (or
-    None) are resolved when the settings are made, so ``dataclasses.replace()`` keeps
+    shows it). A bad knob raises ``ValueError`` naming it (a bad ``attempt_timeout``,
+    like a consumer's ``timeout``, an ``A2Error`` ``INVALID_ARGUMENT``). Derived knobs
+    left out (or None) are resolved when the settings are made, so ``dataclasses.replace()`` keeps
     them as resolved: ``claim_batch`` is ``concurrency``, ``flush_size`` is
     ``concurrency`` at most 256, ``renew_interval`` is ``ttl / 3`` and ``holder`` is
     ``host:pid:random``.
@@ -82,6 +84,15 @@ class WorkerSettings:
         default=10.0,
         metadata={"help": "seconds between heartbeats to the store; 3 missed: stale"},
     )
+    attempt_timeout: float | None = field(
+        default=None,
+        metadata={
+            "help": "seconds a handler may run, for consumers that set no timeout of their "
+            "own; then it fails (a sync one once its thread returns); default: none"
+        },
+    )
+    """No bound against ``ttl``: a timeout may exceed it, since the lease is renewed while
+    the attempt runs (see ``check_timeout``)."""
 
     def __post_init__(self) -> None:
         concurrency = _count(self.concurrency, "concurrency", MAX_CONCURRENCY)
@@ -105,9 +116,28 @@ class WorkerSettings:
             ),
             "holder": _holder(self.holder),
             "backoff": _backoff(self.backoff),
+            "attempt_timeout": check_timeout(self.attempt_timeout, "attempt_timeout"),
         }
         for name, value in resolved.items():
             object.__setattr__(self, name, value)  # frozen: resolved once, here
+
+    def refuse_past(self, limits: Limits) -> None:
+        """Raises ``ValueError`` (one line) for a duration the store would refuse, past its
+        ``Limits.max_seconds``: ``ttl`` (every claim and renewal), ``heartbeat_interval``
+        (every beat carries it) and ``backoff.cap`` (a failure's ``retry_after``). A worker
+        refused them all, once running, and kept trying. ``Worker`` checks its store's
+        limits when it is made; ``a2pg worker`` the defaults, before it opens the store."""
+        longest = limits.max_seconds
+        for what, value in (
+            ("ttl", self.ttl),
+            ("heartbeat_interval", self.heartbeat_interval),
+            ("Backoff.cap", self.backoff.cap),
+        ):
+            if value > longest:
+                raise ValueError(
+                    f"{what} must be at most {longest:.0f} seconds, the store's limit "
+                    f"(Limits.max_seconds), got {value!r}"
+                )
 
 
 def _derive(value: T | None, default: T) -> T:
@@ -127,6 +157,25 @@ def _seconds(value: float, what: str) -> float:
     if not (value > 0 and value <= MAX_SECONDS):  # compared before float(): no OverflowError
         raise ValueError(
             f"{what} must be above 0 and at most {MAX_SECONDS:.0f} seconds, got {value!r}"
+        )
+    return float(value)
+
+
+def check_timeout(value: float | None, what: str) -> float | None:
+    """An attempt timeout: None (none), or seconds above 0, finite, at most a century;
+    anything else is ``INVALID_ARGUMENT``.
+
+    It is not bounded by the lease ``ttl``: the lease is renewed every ``renew_interval``
+    while the attempt runs, so a 10-minute timeout under a 30-second lease is fine. The
+    timeout bounds the handler; the lease only says the worker is still there.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise invalid(f"{what} must be a number of seconds, got {value!r}")
+    if not (value > 0 and value <= MAX_SECONDS):  # NaN and infinity fail too
+        raise invalid(
+            f"{what} must be above 0 and at most {MAX_SECONDS:.0f} seconds (finite), got {value!r}"
         )
     return float(value)
 

@@ -97,7 +97,7 @@ def test_every_worker_option_reaches_the_settings() -> None:
         *("--flush-interval", "0.5", "--flush-size", "4", "--poll-interval", "0.25"),
         *("--holder", "h1", "--shutdown-grace", "7", "--renew-interval", "2.5"),
         *("--cleanup-timeout", "4", "--retry-base", "2", "--retry-cap", "9"),
-        *("--heartbeat-interval", "0.5"),
+        *("--heartbeat-interval", "0.5", "--attempt-timeout", "90"),
     )
     assert worker_settings(args) == WorkerSettings(
         concurrency=6,
@@ -113,6 +113,7 @@ def test_every_worker_option_reaches_the_settings() -> None:
         cleanup_timeout=4.0,
         heartbeat_interval=0.5,
         backoff=Backoff(base=2.0, cap=9.0),
+        attempt_timeout=90.0,
     )
 
 
@@ -157,6 +158,21 @@ def test_a_bad_number_exits_2_with_one_error_line(cli: Cli, option: str, value: 
         (
             ["--ttl", "3e11"],
             "ttl must be above 0 and at most 3155760000 seconds, got 300000000000.0",
+        ),
+        (  # 12.7 years: within the settings' century, past what the store takes
+            ["--ttl", "4e8"],
+            "ttl must be at most 315576000 seconds, the store's limit (Limits.max_seconds), "
+            "got 400000000.0",
+        ),
+        (
+            ["--heartbeat-interval", "4e8"],
+            "heartbeat_interval must be at most 315576000 seconds, the store's limit "
+            "(Limits.max_seconds), got 400000000.0",
+        ),
+        (
+            ["--retry-cap", "4e8"],
+            "Backoff.cap must be at most 315576000 seconds, the store's limit "
+            "(Limits.max_seconds), got 400000000.0",
         ),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, tzinfo
 
 import psycopg
 import pytest
@@ -254,6 +255,48 @@ def test_reclaim_older_than_touches_only_old_sessions(cli: Cli, aged: str) -> No
 
 def test_reclaim_older_than_alone_means_all_sessions_that_old(cli: Cli, aged: str) -> None:
     result = cli("reclaim", "--older-than", "30d", "--json", "--dsn", aged)
+    assert result.code == 0, result
+    assert json.loads(result.out)["sessions"] == [{"session_id": "old-cleared", "deleted": 3}]
+
+
+CLIENT_SKEWS = {"client-ahead-31d": timedelta(days=31), "client-behind-20d": timedelta(days=-20)}
+"""How far the command's own clock is off the database's: more than the 30 days asked for
+ahead (today's sessions would look idle), or 20 days behind (the 40-day-old ones not)."""
+
+
+@pytest.fixture(params=list(CLIENT_SKEWS))
+def skewed_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine running ``a2pg`` keeps another time than the database server."""
+    from a2pg.cli.operate import base
+
+    skew = CLIENT_SKEWS[request.param]
+
+    class ClientClock(datetime):
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> datetime:  # type: ignore[override]
+            return datetime.now(tz) + skew
+
+    monkeypatch.setattr(base, "datetime", ClientClock)
+
+
+@pytest.mark.usefixtures("skewed_client")
+def test_clear_older_than_goes_by_the_database_clock(cli: Cli, aged: str) -> None:
+    result = cli("clear", "--older-than", "30d", "--json", "--dsn", aged)
+    assert result.code == 0, result
+    data = json.loads(result.out)
+    assert [(s["session_id"], s["outcome"]) for s in data["sessions"]] == [
+        ("old", "cleared"),
+        ("old-busy", "kept: unfinished work"),
+    ]
+    with psycopg.connect(aged) as conn:
+        row = conn.execute("select now() - interval '30 days'").fetchone()
+    assert row is not None
+    assert abs(datetime.fromisoformat(data["cutoff"]) - row[0]) < timedelta(minutes=5)
+
+
+@pytest.mark.usefixtures("skewed_client")
+def test_reclaim_older_than_goes_by_the_database_clock(cli: Cli, aged: str) -> None:
+    result = cli("reclaim", "--all", "--older-than", "30d", "--json", "--dsn", aged)
     assert result.code == 0, result
     assert json.loads(result.out)["sessions"] == [{"session_id": "old-cleared", "deleted": 3}]
 

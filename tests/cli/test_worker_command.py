@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from a2pg.cli.common import EXIT_HANDLERS_RUNNING
 from a2pg.models import NewEvent, Target
 
+from . import stubborn_app
 from .conftest import A2PG, Cli, run_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +97,16 @@ async def _echoes(dsn: str) -> int:
         await store.close()
 
 
+async def _append_to(dsn: str, events: list[NewEvent]) -> None:
+    from a2pg.postgres import PostgresStore
+
+    store = await PostgresStore.open(dsn)
+    try:
+        await store.append("w1", events)
+    finally:
+        await store.close()
+
+
 async def _append(dsn: str, numbers: range) -> None:
     from a2pg.postgres import PostgresStore
 
@@ -140,3 +154,148 @@ def test_worker_processes_events_and_stops_on_sigterm(postgres_dsn: str, listen:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_bad_attempt_timeout_exits_2(cli: Cli) -> None:
+    result = cli(
+        "worker", "tests.cli.sample_app:app", "--dsn", SOMEWHERE, "--attempt-timeout", "inf"
+    )
+    assert result.code == 2
+    assert result.err.startswith("a2pg: error: attempt_timeout must be above 0"), result.err
+    result = cli("worker", "tests.cli.sample_app:app", "--dsn", SOMEWHERE, "--attempt-timeout", "0")
+    assert result.code == 2 and "--attempt-timeout: must be greater than 0" in result.err
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A line of the stubborn handler's marks file."""
+
+    at: float
+    pid: int
+    attempt: int
+    failures: int
+    what: str
+
+
+def read_marks(path: Path) -> list[Mark]:
+    if not path.exists():
+        return []
+    marks = []
+    for line in path.read_text().splitlines():
+        at, pid, attempt, failures, what = line.split()
+        marks.append(Mark(float(at), int(pid), int(attempt), int(failures), what))
+    return marks
+
+
+async def _stubborn_results(dsn: str) -> list[dict[str, int]]:
+    from a2pg.postgres import PostgresStore
+
+    store = await PostgresStore.open(dsn)
+    try:
+        return [e.payload for e in await store.read("w1") if e.type == stubborn_app.RESULT]
+    finally:
+        await store.close()
+
+
+async def _live_workers(dsn: str) -> int:
+    from a2pg.postgres import PostgresStore
+
+    store = await PostgresStore.open(dsn)
+    try:
+        return len(await store.workers())
+    finally:
+        await store.close()
+
+
+GRACE = 1.0
+TTL = 2.0
+EXIT_MARGIN = 6.0
+"""Seconds past the grace a worker may take to stop, close its store and exit."""
+
+
+def _stubborn_worker(dsn: str, marks: Path) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        stubborn_app.MARKS_ENV: str(marks),
+        stubborn_app.SLEEP_ENV: "60",  # far past the test: only os._exit ends it in time
+    }
+    return subprocess.Popen(
+        [
+            str(A2PG),
+            "worker",
+            "tests.cli.stubborn_app:app",
+            *("--dsn", dsn, "--shutdown-grace", str(GRACE), "--ttl", str(TTL)),
+            *("--poll-interval", "0.2", "--heartbeat-interval", "0.5", "--log-level", "info"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(check: object, what: str, *, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_sigterm_with_a_sync_handler_running_exits_6_and_never_releases_its_claim(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """The issue's case: the handler's thread ignores SIGTERM. The process exits within
+    the grace and a margin (not when the thread would return), with exit code 6; the
+    head is never released meanwhile, so the other worker starts it only after the
+    first process has exited and its lease has lapsed (one failure counted, as after a
+    crash), and then completes it."""
+    marks = tmp_path / "marks"
+    asyncio.run(
+        _append_to(postgres_dsn, [NewEvent("go", targets=(Target(stubborn_app.CONSUMER),))])
+    )
+    first = _stubborn_worker(postgres_dsn, marks)
+    second: subprocess.Popen[str] | None = None
+    try:
+        _wait_for(
+            lambda: any(m.pid == first.pid for m in read_marks(marks)),
+            "the first worker never started the handler",
+        )
+        second = _stubborn_worker(postgres_dsn, marks)
+        _wait_for(  # claiming, with the head held by the first
+            lambda: asyncio.run(_live_workers(postgres_dsn)) == 2,
+            "the second worker never came up",
+        )
+        first.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        _out, err = first.communicate(timeout=GRACE + EXIT_MARGIN)
+        took, exited_at = time.monotonic() - signalled, time.time()
+        assert first.returncode == EXIT_HANDLERS_RUNNING, err
+        assert took >= GRACE, err  # the grace was given
+        assert "still runs in its thread; its claim is kept, not released" in err
+        assert "exiting with code 6 without waiting for 1 sync handlers still running" in err
+        assert "released for another worker" not in err
+        assert "Traceback" not in err
+        _wait_for(
+            lambda: [m.what for m in read_marks(marks) if m.pid == second.pid] == ["start", "end"],
+            "the second worker never ran the head after the lease lapsed",
+        )
+        [first_start] = [m for m in read_marks(marks) if m.pid == first.pid]
+        [again, _end] = [m for m in read_marks(marks) if m.pid == second.pid]
+        assert (first_start.attempt, first_start.what) == (1, "start")
+        assert again.at > exited_at, "the head ran again before the first worker exited"
+        assert (again.attempt, again.failures) == (2, 1)  # the lease lapsed: not released
+        _wait_for(
+            lambda: (
+                asyncio.run(_stubborn_results(postgres_dsn)) == [{"attempt": 2, "pid": second.pid}]
+            ),
+            "the second worker's result never arrived",
+        )
+        second.send_signal(signal.SIGTERM)
+        _out, err = second.communicate(timeout=30)
+        assert second.returncode == 0, err
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -29,6 +29,7 @@ from a2pg import (
     SessionInfo,
     Settled,
     StoredEvent,
+    StoreUnavailable,
     SupersededAttempt,
     Target,
 )
@@ -204,6 +205,7 @@ ERROR_CLASSES: dict[str, type[A2Error]] = {
     "IDEMPOTENCY_CONFLICT": IdempotencyConflict,
     "SESSION_CLEARED": SessionCleared,
     "SUPERSEDED_ATTEMPT": SupersededAttempt,
+    "STORE_UNAVAILABLE": StoreUnavailable,
 }
 
 

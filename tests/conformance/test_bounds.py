@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import pytest
 
@@ -21,6 +22,7 @@ from a2pg import (
     SnapshotWrite,
     Superseded,
     Target,
+    WorkerBeat,
 )
 from a2pg.contract import DEFAULT_LIMITS
 from a2pg.contract.limits import EARLIEST_TIME, LATEST_TIME, MAX_ATTEMPT, MAX_INDEX
@@ -243,6 +245,64 @@ NONE_MEANS_ALL = {"read-types", "log-types"}
 """Where None is a valid value: every type."""
 
 
+def _nothing() -> Iterator[Any]:
+    yield from ()
+
+
+ITERABLES: dict[str, Callable[[], Any]] = {
+    "empty-generator": _nothing,
+    "empty-iterator": lambda: iter([]),
+    "empty-set": set,
+    "empty-frozenset": frozenset,
+    "dict-keys": lambda: {}.keys(),
+    "memoryview": lambda: memoryview(b""),
+}
+"""Iterables that are no ``Sequence``, all empty: nothing in them to refuse but their kind.
+Each op's types say ``Sequence``; an iterator would also be used up by a retry."""
+
+SEQUENCE_TYPED_OPS: dict[str, Callable[[Store, Any], Awaitable[Any]]] = {
+    **SEQUENCE_OPS,
+    "append-consumers": lambda s, v: s.append("s", [ev()], consumers=v),
+    "claim-consumers": lambda s, v: s.claim_available("s", holder=HOLDER, ttl=TTL, consumers=v),
+    "claim-any-consumers": lambda s, v: s.claim_any(holder=HOLDER, ttl=TTL, consumers=v),
+    "complete-consumers": lambda s, v: s.complete_attempt(
+        "s", consumer="c", lane=None, index=1, attempt=1, consumers=v
+    ),
+    "complete-and-claim": lambda s, v: s.complete_and_claim(v, holder=HOLDER, ttl=TTL),
+    "complete-and-claim-consumers": lambda s, v: s.complete_and_claim(
+        [], holder=HOLDER, ttl=TTL, consumers=v
+    ),
+    "redrive-consumers": lambda s, v: s.redrive(
+        "s", consumer="c", index=1, action="skip", consumers=v
+    ),
+    "forget-workers": lambda s, v: s.forget_workers(v),
+    "beat-consumers": lambda s, v: s.heartbeat(
+        WorkerBeat(
+            holder="w-1",
+            host="box",
+            pid=42,
+            consumers=v,
+            concurrency=1,
+            started_at=datetime(2026, 1, 1, tzinfo=UTC),
+            in_flight=0,
+            version="0.1.0",
+            interval=5.0,
+        )
+    ),
+}
+"""Every parameter the types say is a ``Sequence`` (or a tuple), by the op that takes it."""
+
+
+@pytest.mark.parametrize("kind", list(ITERABLES))
+@pytest.mark.parametrize("op", list(SEQUENCE_TYPED_OPS))
+async def test_an_iterable_that_is_no_sequence_is_refused(store: Store, op: str, kind: str) -> None:
+    """``complete_attempts(<empty generator>)`` once answered ``[]``: every parameter typed
+    ``Sequence`` now takes sequences only, on every backend."""
+    before = await prepare(store)
+    value = ITERABLES[kind]()
+    await refused(store, before, lambda: SEQUENCE_TYPED_OPS[op](store, value), "must be a sequence")
+
+
 @pytest.mark.parametrize(
     ("op", "kind"),
     [
@@ -260,6 +320,22 @@ async def test_a_non_sequence_where_a_sequence_is_expected_is_refused(
     await refused(store, before, lambda: SEQUENCE_OPS[op](store, value), "sequence")
 
 
+class Endless(Sequence[ClaimRef]):
+    """A sequence as long as its reader reads: its length says more than any limit."""
+
+    def __len__(self) -> int:
+        return 2**62
+
+    @overload
+    def __getitem__(self, index: int) -> ClaimRef: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ClaimRef]: ...
+    def __getitem__(self, index: int | slice) -> ClaimRef | Sequence[ClaimRef]:
+        if isinstance(index, slice):
+            raise AssertionError("an endless sequence was sliced")
+        return ClaimRef("c", None, 1)
+
+
 async def test_an_endless_iterable_is_refused_without_being_drained(store: Store) -> None:
     before = await prepare(store)
 
@@ -271,6 +347,12 @@ async def test_an_endless_iterable_is_refused_without_being_drained(store: Store
         store,
         before,
         lambda: store.claim_available("s", holder=HOLDER, ttl=TTL, exclude=endless()),
+        "must be a sequence",
+    )
+    await refused(
+        store,
+        before,
+        lambda: store.claim_available("s", holder=HOLDER, ttl=TTL, exclude=Endless()),
         "Limits.max_claims",
     )
 
@@ -324,19 +406,30 @@ async def test_log_types_given_as_a_list_come_back_as_a_tuple(store: Store) -> N
     assert isinstance(registered.log.types, tuple)
 
 
-async def test_targets_given_as_a_generator_are_read_once(store: Store) -> None:
+async def test_targets_given_as_a_generator_are_refused(store: Store) -> None:
+    before = await prepare(store)
     targets = (Target(name) for name in ("c", "d"))
-    [event] = (await store.append("g", [NewEvent("t", targets=cast(Any, targets))])).events
-    assert sorted(c.consumer for c in await store.cursors("g")) == ["c", "d"]
-    assert event.index == 1
+    event = NewEvent("t", targets=cast(Any, targets))
+    await refused(store, before, lambda: store.append("s", [event]), "event targets", "sequence")
 
 
-async def test_a_completion_with_generator_events_is_stored_as_checked(store: Store) -> None:
+async def test_a_completion_with_generator_events_is_refused(store: Store) -> None:
     await store.append("g", [ev(to=["c"])])
     [head] = await claim(store, "g")
+    before = await prepare(store)
     events = (ev("r", id=f"r{n}") for n in range(2))
+    completion = Completion("g", "c", None, head.index, head.attempt, cast(Any, events))
+    await refused(store, before, lambda: store.complete_attempts([completion]), "sequence")
+    [cursor] = await store.cursors("g")
+    assert cursor.dispatch.claim_holder == HOLDER  # still claimed: nothing was completed
+
+
+async def test_a_completion_with_events_in_a_deque_is_stored_as_checked(store: Store) -> None:
+    await store.append("g", [ev(to=["c"])])
+    [head] = await claim(store, "g")
+    events = deque(ev("r", id=f"r{n}") for n in range(2))
     result = await store.complete_attempts(
-        [Completion("g", "c", None, head.index, head.attempt, cast(Any, events))]
+        [Completion("g", "c", None, head.index, head.attempt, events)]
     )
     assert isinstance(result[0], Completed)
     assert [e.id for e in result[0].events] == ["r0", "r1"]

@@ -14,8 +14,10 @@ import pytest
 
 import a2pg
 from a2pg import A2Error, Head, WorkerBeat, WorkerInfo
+from a2pg.front import CheckedStore, StoreProxy
 from a2pg.store import Store
 from a2pg.worker import App, Worker
+from a2pg.worker.beat import MIN_DEADLINE
 
 from .helpers import bounded, until, work
 
@@ -208,4 +210,45 @@ async def test_a_first_heartbeat_that_hangs_never_holds_back_claims(store: Store
         await until(lambda: worker.stats.completed == 2 and silent.beats >= 1)
     finally:
         await bounded(worker.__aexit__(None, None, None))
+    assert await store.workers() == []
+
+
+class HangingBeats(StoreProxy):
+    """A real store whose second and third heartbeats never answer (a lock held on the
+    workers' table for a while, a connection that went silent), then answer again."""
+
+    def __init__(self, inner: CheckedStore) -> None:
+        super().__init__(inner)
+        self.beats = 0
+        self.landed = 0
+
+    async def _heartbeat(self, beat: WorkerBeat) -> None:
+        self.beats += 1
+        if self.beats in (2, 3):
+            await asyncio.Event().wait()  # never answers
+        await super()._heartbeat(beat)
+        self.landed += 1
+
+
+async def test_a_later_heartbeat_that_hangs_is_abandoned_and_the_next_goes_on(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first beat was bounded already; a later one hung the beats for good (the worker
+    went stale in ``workers()`` while it worked on)."""
+    caplog.set_level(logging.WARNING, logger="a2pg.worker")
+    hanging = HangingBeats(cast(CheckedStore, store))
+    interval = 0.2
+    worker = Worker(hanging, echo_app(), heartbeat_interval=interval, cleanup_timeout=0.5)
+    async with worker:
+        await until(lambda: hanging.landed >= 3)  # 1, then 4 and 5: 2 and 3 were abandoned
+        [info] = await seen(store, lambda ws: len(ws) == 1)
+        assert info.beat.holder == worker.holder
+    heartbeat_lines = [
+        r.getMessage() for r in caplog.records if "heartbeat got no answer" in r.getMessage()
+    ]
+    assert heartbeat_lines == [
+        f"a heartbeat got no answer within {MIN_DEADLINE:.1f}s: abandoned (the next goes on "
+        "time; said once until one lands)"
+    ]
+    assert worker.stats.store_errors >= 2
     assert await store.workers() == []

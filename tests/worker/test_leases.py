@@ -128,8 +128,9 @@ async def test_own_stale_attempt_is_superseded_by_its_reclaim(
         clock.advance(TTL + 1)  # our own lease lapsed; the next poll claims the head again
         await until(lambda: len(handler.started) == 2)
         assert handler.started[1].attempt == 2
-        await worker.renew_leases(force=True)
-        await until(lambda: handler.cancelled == [1])
+        # The re-claim superseded attempt 1 at once, and started once its handler ended:
+        # never both at once (no renewal pass was needed to notice).
+        assert handler.cancelled == [1]
         handler.gate.set()
         await until(lambda: worker.stats.completed == 1)
     assert worker.stats.superseded == 1
@@ -150,8 +151,11 @@ async def test_a_superseded_sync_handler_has_its_result_discarded(memory: Store)
         await until(started.is_set)
         await memory.clear("s")
         await worker.renew_leases(force=True)
+        await asyncio.sleep(0.05)
+        # The thread cannot be interrupted: its attempt holds its slot until it returns.
+        assert (worker.in_flight, worker.stats.superseded) == (1, 0)
+        release.set()  # what it returns is dropped
         await until(lambda: worker.stats.superseded == 1)
-        release.set()  # the thread cannot be interrupted; what it returns is dropped
         await bounded(worker.wait_idle())
     assert "late" not in [e.type for e in await memory.read("s")]
     assert worker.stats.completed == 0

@@ -10,12 +10,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
-from a2pg import CompletedAndClaimed, CompleteResult, Completion, Head, NewEvent
+from a2pg import (
+    CompletedAndClaimed,
+    CompleteResult,
+    Completion,
+    Head,
+    NewEvent,
+    StoreUnavailable,
+)
 from a2pg.store import Store
 from a2pg.worker import App, Worker
 from a2pg.worker.health import StoreHealth
@@ -25,12 +32,22 @@ from .helpers import RecordingStore, bounded, until, work
 POLL = 0.05
 
 
+OUTAGES: dict[str, Callable[[str], Exception]] = {
+    "connection-lost": ConnectionResetError,
+    "store-unavailable": lambda text: StoreUnavailable(message=text),
+}
+"""What a call fails with while the store is down: a driver's error (PostgreSQL's), or the
+store's own ``STORE_UNAVAILABLE`` (SqliteStore's file locked past its busy timeout): an
+outage either way, never the store's answer."""
+
+
 class Outage(RecordingStore):
     """Every worker call fails with a lost connection while ``down`` is set (the calls
     that fail are counted), or hangs while ``answering`` is clear."""
 
-    def __init__(self, inner: Store) -> None:
+    def __init__(self, inner: Store, outage: str = "connection-lost") -> None:
         super().__init__(inner)
+        self.error = OUTAGES[outage]
         self.down = False
         self.answering = asyncio.Event()
         self.answering.set()
@@ -40,7 +57,7 @@ class Outage(RecordingStore):
         await self.answering.wait()
         if self.down:
             self.refused[name] = self.refused.get(name, 0) + 1
-            raise ConnectionResetError(f"{name}: server closed the connection unexpectedly")
+            raise self.error(f"{name}: server closed the connection unexpectedly")
 
     async def claim_any(self, **options: Any) -> list[Head]:
         await self._gate("claim_any")
@@ -69,11 +86,12 @@ class Outage(RecordingStore):
         return await super().fail_attempt(session_id, **options)
 
 
+@pytest.mark.parametrize("kind", list(OUTAGES))
 async def test_completions_are_re_sent_until_the_store_answers(
-    store: Store, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture, kind: str
 ) -> None:
     caplog.set_level(logging.WARNING, logger="a2pg.worker")
-    outage = Outage(store)
+    outage = Outage(store, kind)
     finished = asyncio.Event()
     app = App()
 
@@ -101,8 +119,9 @@ async def test_completions_are_re_sent_until_the_store_answers(
     assert any("the database answers again" in m for m in messages)
 
 
-async def test_a_failure_is_recorded_once_the_store_answers(store: Store) -> None:
-    outage = Outage(store)
+@pytest.mark.parametrize("kind", list(OUTAGES))
+async def test_a_failure_is_recorded_once_the_store_answers(store: Store, kind: str) -> None:
+    outage = Outage(store, kind)
     app = App()
 
     @app.consumer("w")

@@ -6,11 +6,13 @@ import asyncio
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
 from a2pg import AttemptRef, Head, NewEvent, Target
 from a2pg.backoff import Backoff
+from a2pg.contract import DEFAULT_LIMITS, Limits
 from a2pg.memory import MemoryStore
 from a2pg.models import RenewResult
 from a2pg.worker import App, Worker, WorkerSettings
@@ -116,6 +118,47 @@ def test_the_worker_takes_knobs_or_settings_and_reads_them_from_its_settings() -
         Worker(store, app, concurency=3)
     with pytest.raises(ValueError, match="flush_size must be an int from 1 to 10000"):
         Worker(store, app, flush_size=0)
+
+
+PAST_THE_STORE = 400_000_000.0
+"""12.7 years: within the settings' own bound (a century), past the store's default one."""
+
+
+@pytest.mark.parametrize(
+    ("knobs", "what"),
+    [
+        ({"ttl": PAST_THE_STORE}, "ttl"),
+        ({"heartbeat_interval": PAST_THE_STORE}, "heartbeat_interval"),
+        ({"backoff": Backoff(cap=PAST_THE_STORE)}, "Backoff.cap"),
+    ],
+    ids=["ttl", "heartbeat_interval", "retry-cap"],
+)
+def test_a_duration_the_store_refuses_is_refused_when_the_worker_is_made(
+    knobs: dict[str, Any], what: str
+) -> None:
+    """Such a worker once started, then had every claim (or beat, or failure) refused: at
+    the default log level, it did nothing and said nothing."""
+    WorkerSettings(**knobs)  # a century is the settings' own bound: they take it
+    app = App({"w": lambda head: None})
+    longest = DEFAULT_LIMITS.max_seconds
+    with pytest.raises(ValueError) as refused:
+        Worker(MemoryStore(), app, **knobs)
+    assert str(refused.value) == (
+        f"{what} must be at most {longest:.0f} seconds, the store's limit "
+        f"(Limits.max_seconds), got {PAST_THE_STORE!r}"
+    )
+
+
+def test_the_bound_is_the_stores_own_limit() -> None:
+    store = MemoryStore(limits=Limits(max_seconds=60.0))
+    app = App({"w": lambda head: None})
+    within = Backoff(cap=60.0)
+    assert Worker(store, app, ttl=60.0, heartbeat_interval=60.0, backoff=within).ttl == 60.0
+    with pytest.raises(ValueError, match=r"^ttl must be at most 60 seconds"):
+        Worker(store, app, ttl=61.0, backoff=within)
+    with pytest.raises(ValueError, match=r"^Backoff\.cap must be at most 60 seconds"):
+        Worker(store, app)  # the default ttl (30 s) and beat (10 s) fit; the cap (300 s) not
+    assert Worker(MemoryStore(), app, ttl=DEFAULT_LIMITS.max_seconds).ttl == 315_576_000.0
 
 
 class CountsRenewals(MemoryStore):

@@ -6,10 +6,11 @@ import argparse
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ...contract.limits import MAX_SECONDS
+from ...front import CheckedStore, store_time
 from ...models import SessionInfo
 from ..common import open_cli_store
 
@@ -21,7 +22,7 @@ SESSION_PAGE = 100
 
 
 @asynccontextmanager
-async def opened(args: argparse.Namespace) -> AsyncIterator[Store]:
+async def opened(args: argparse.Namespace) -> AsyncIterator[CheckedStore]:
     """The store of ``--sqlite`` or ``--dsn``/``--schema``/``--pooler``/``--prepare``,
     closed on exit (``common.open_cli_store``)."""
     async with open_cli_store(args) as store:
@@ -57,9 +58,11 @@ def duration(text: str) -> float:
     return seconds
 
 
-def idle_since(older_than: float, now: datetime | None = None) -> datetime:
-    """The cutoff of ``--older-than``: sessions whose last event is before it are idle."""
-    return (now or datetime.now(UTC)) - timedelta(seconds=older_than)
+async def idle_since(store: CheckedStore, older_than: float) -> datetime:
+    """The cutoff of ``--older-than``: sessions whose last event is before it are idle. By
+    the store's clock, the one its events' times are by (``front.store_time``): the
+    machine running the command may keep another time than the database server."""
+    return await store_time(store) - timedelta(seconds=older_than)
 
 
 def is_idle(info: SessionInfo, cutoff: datetime | None) -> bool:

@@ -37,17 +37,17 @@ CLEAR_DETAILS = """\
 Appends the a2.cleared marker: every event below it is hidden from reads, claims, dead
 letters and state, and `a2pg reclaim` may delete it. With --if-last-index N it clears
 only while the session's head is N (exit 1 otherwise). With --older-than DURATION
-(30d, 12h, 90m, 45s) it clears every session whose newest event is older, by this
-machine's clock, skipping those already cleared up to their head and those that got a
-new event meanwhile. It keeps (and lists) idle sessions with unfinished work (pending,
-blocked or dead-lettered heads, which a clear would drop) unless --include-unfinished.
---dry-run lists what it would do and changes nothing."""
+(30d, 12h, 90m, 45s) it clears every session whose newest event is older, by the
+database's clock (not this machine's), skipping those already cleared up to their head
+and those that got a new event meanwhile. It keeps (and lists) idle sessions with
+unfinished work (pending, blocked or dead-lettered heads, which a clear would drop)
+unless --include-unfinished. --dry-run lists what it would do and changes nothing."""
 
 RECLAIM_DETAILS = """\
 Deletes the rows a clear hid, in small batches (it never holds long locks), until none
 remain, and reports how many it deleted. --all does so for every cleared session;
 --older-than DURATION only for those whose newest event (the clear marker counts) is
-older. A session never cleared has nothing to reclaim."""
+older, by the database's clock. A session never cleared has nothing to reclaim."""
 
 
 CLEARED = "cleared"
@@ -163,9 +163,9 @@ def unfinished(info: SessionInfo) -> bool:
 
 
 async def _clear_idle(args: argparse.Namespace, stdout: TextIO) -> int:
-    cutoff = idle_since(args.older_than)
     rows: list[dict[str, Any]] = []
     async with opened(args) as store:
+        cutoff = await idle_since(store, args.older_than)
         async for info in all_sessions(store):
             if _clearable(info, cutoff):
                 rows.append(await _clear_idle_one(store, info, args))
@@ -248,10 +248,10 @@ async def reclaim_all_of(store: Store, session_id: str) -> int:
 
 
 async def _reclaim_many(args: argparse.Namespace, stdout: TextIO) -> int:
-    cutoff = None if args.older_than is None else idle_since(args.older_than)
     rows: list[dict[str, Any]] = []
     examined = 0
     async with opened(args) as store:
+        cutoff = None if args.older_than is None else await idle_since(store, args.older_than)
         async for info in all_sessions(store):
             if info.clear_index == 0 or not is_idle(info, cutoff):
                 continue  # never cleared: nothing below a marker
