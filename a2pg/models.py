@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeAlias, final
 
 JSON: TypeAlias = Any
@@ -48,10 +48,16 @@ ANY_LANE: Final = AnyLane()
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A consumer an event is addressed to: alone (``lane=None``) or queued on a lane FIFO."""
+    """A consumer an event is addressed to: alone (``lane=None``) or queued on a lane FIFO.
+
+    ``not_before`` delays the work: the head is not claimable before that time (an aware
+    ``datetime``, or a ``timedelta`` from the append by the store's clock). On a lane the
+    event holds the lane when it reaches the head (FIFO: later events wait behind it).
+    """
 
     consumer: str
     lane: str | None = None
+    not_before: datetime | timedelta | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +384,29 @@ class SessionInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class BackfillProgress:
+    """How far a log consumer's backfill has brought existing sessions' cursors into being.
+
+    A registration with ``backfill`` (new, or with other types or lane) starts one; it
+    goes through the sessions in id order (``C``), a batch per ``Store.backfill`` call,
+    and is recorded in the registry, so a killed worker's successor resumes after
+    ``after``.
+    """
+
+    started_at: datetime
+    sessions: int
+    """Sessions done so far."""
+    after: str | None
+    """The last session id done (None before the first batch)."""
+    done_at: datetime | None
+    """When the last batch found no more sessions (None while it runs)."""
+
+    @property
+    def running(self) -> bool:
+        return self.done_at is None
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerStats:
     """One consumer's work across every session, as monitoring and the dashboard show it.
 
@@ -402,6 +431,13 @@ class ConsumerStats:
     oldest_ready_age: float | None
     registered: bool
     """Whether the consumer registry holds it (``register_consumers``)."""
+    scheduled: int = 0
+    """Heads held back by a target's ``not_before``, never failed (counted apart from
+    ``backing_off``)."""
+    paused: bool = False
+    """Whether an operator paused it (``pause_consumers``): claims skip its heads."""
+    backfill: BackfillProgress | None = None
+    """Its registry backfill, for a registered log consumer with ``backfill`` (else None)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..models import Consumer
+from datetime import datetime
+
+from ..models import BackfillProgress, Consumer
 
 
 class Registry:
-    """Registered log consumers by name."""
+    """Registered log consumers by name, the consumers an operator paused (targeted or
+    log, registered or not) and each backfilling log consumer's progress."""
 
     def __init__(self) -> None:
         self._consumers: dict[str, Consumer] = {}
+        self.paused: dict[str, datetime] = {}
+        """Paused consumer names, with when they were paused."""
+        self.backfills: dict[str, BackfillProgress] = {}
+        """Backfill progress of registered log consumers with ``backfill``."""
 
     def wake_set(self, consumers: Sequence[Consumer] | None) -> Sequence[Consumer]:
         """The log consumers a write wakes: those it names, else the registered ones."""

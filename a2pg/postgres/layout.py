@@ -20,7 +20,7 @@ from .dsn import to_libpq
 LAYOUT = "cursors-1"
 """The layout a2pg's store reads and writes, recorded in ``a2_meta``."""
 
-REVISIONS = ("0001", "0002", "0003", "0004")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 """a2pg's revisions, oldest first; a test checks them against the shipped scripts."""
 
 HEAD_REVISION = REVISIONS[-1]
@@ -40,6 +40,7 @@ TABLES = (
     "a2_snapshot_pins",
     "a2_presence",
     "a2_consumers",
+    "a2_consumer_pauses",
     "a2_workers",
 )
 """Every table the head revision creates; a test checks this against a migrated schema."""

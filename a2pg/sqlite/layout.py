@@ -17,8 +17,8 @@ from ..errors import A2Error
 LAYOUT = "cursors-1"
 """The seed's layout name, recorded in ``a2_meta`` under ``layout``."""
 
-REVISIONS = ("0001", "0002")
-"""The migrations, oldest first: ``0001`` is the seed's own layout, ``0002`` a2pg's."""
+REVISIONS = ("0001", "0002", "0003")
+"""The migrations, oldest first: ``0001`` is the seed's own layout, ``0002`` on a2pg's."""
 
 HEAD_REVISION = REVISIONS[-1]
 SEED_REVISION = REVISIONS[0]
@@ -34,6 +34,7 @@ TABLES = (
     "a2_clears",
     "a2_presence",
     "a2_consumers",
+    "a2_consumer_pauses",
     "a2_workers",
 )
 """Every table the head revision has; a test checks this against a migrated file."""
