@@ -16,14 +16,16 @@ every backend (``STORE_UNAVAILABLE``). The contract itself is docs/concepts/cont
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .contract.args import (
     AppendArgs,
+    CancelArgs,
     ClaimAnyArgs,
     ClaimArgs,
     ClearArgs,
@@ -38,6 +40,8 @@ from .contract.args import (
     SessionsArgs,
     WakeLogArgs,
     check_append,
+    check_backfill,
+    check_cancel_head,
     check_claim_any,
     check_claim_available,
     check_clear,
@@ -47,6 +51,8 @@ from .contract.args import (
     check_find_dead_letters,
     check_forget_workers,
     check_heartbeat,
+    check_next_due,
+    check_pause_consumers,
     check_put_snapshots,
     check_read,
     check_read_state,
@@ -54,6 +60,7 @@ from .contract.args import (
     check_register_consumers,
     check_release_claims,
     check_renew_claims,
+    check_resume_consumers,
     check_session,
     check_sessions,
     check_stream,
@@ -63,13 +70,16 @@ from .contract.args import (
 from .contract.budget import OffLoop
 from .contract.limits import Limits
 from .contract.rules import refuse_log_targets
-from .errors import store_closed
+from .errors import InvalidArgument, store_closed
 from .feeds import Feed
 from .models import (
     ANY_LANE,
     AnyLane,
     AppendResult,
     AttemptRef,
+    BackfillProgress,
+    CancelAction,
+    CancelResult,
     ClaimRef,
     ClaimResult,
     ClearResult,
@@ -82,6 +92,7 @@ from .models import (
     DeadLetterQuery,
     FailResult,
     Head,
+    LogSpec,
     NewEvent,
     ReclaimResult,
     RedriveAction,
@@ -100,6 +111,9 @@ from .store import Presence
 from .wakeups import Subscription
 
 T = TypeVar("T")
+
+WakeSet = Callable[[Sequence[Consumer] | None], Awaitable[Sequence[Consumer]]]
+"""Resolves a write's ``consumers`` to the log consumers it wakes (``None``: the registry)."""
 
 LOOP_CHECK_BYTES = 65_536
 """JSON bytes (payloads, states) a call's check may encode on the event loop: a call that
@@ -172,6 +186,25 @@ class CheckedStore(ABC):
         names the event these were caused by (fenced by the session's clear marker).
         ``consumers`` names the log consumers to wake (default: the registered ones).
         """
+        args, wake = await self._prepare_append(
+            session_id, events, consumers=consumers, origin_index=origin_index
+        )
+        return await self._append(args, wake)
+
+    async def _prepare_append(
+        self,
+        session_id: str,
+        events: Sequence[NewEvent],
+        *,
+        consumers: Sequence[Consumer] | None,
+        origin_index: int | None,
+        wake_set: WakeSet | None = None,
+    ) -> tuple[AppendArgs, Sequence[Consumer]]:
+        """The checked front of an append: its checked arguments and the log consumers it
+        wakes, log targets among them refused. ``append`` and the backends' ``append_in``
+        (an append in the caller's own transaction) share it, so the rule is one;
+        ``wake_set`` resolves ``consumers`` instead of the store's registry (``append_in``
+        reads it in the caller's transaction)."""
         self._check_open()
         args = await _checked(
             check_append,
@@ -181,9 +214,9 @@ class CheckedStore(ABC):
             origin_index=origin_index,
             limits=self._limits,
         )
-        wake = await self._wake_set(args.consumers)
+        wake = await (wake_set or self._wake_set)(args.consumers)
         refuse_log_targets(args.events, wake)
-        return await self._append(args, wake)
+        return args, wake
 
     async def read(
         self,
@@ -272,6 +305,14 @@ class CheckedStore(ABC):
             limits=self._limits,
         )
         return await self._claim_any(args)
+
+    async def next_due_in(self, *, consumers: Sequence[Consumer] | None = None) -> float | None:
+        """Seconds (by the store's clock) until the soonest head of ``consumers`` (None: all)
+        that is not claimable now may become so: a delayed target's or a backoff's due
+        time, or a lease's end. None when there is none. An idle worker sleeps no longer
+        than this, so delayed work starts when it is due, not at the next poll."""
+        self._check_open()
+        return await self._next_due_in(check_next_due(consumers, limits=self._limits))
 
     async def renew_claims(
         self, session_id: str, *, holder: str, claims: Sequence[AttemptRef], ttl: float
@@ -417,6 +458,38 @@ class CheckedStore(ABC):
         )
         return await self._redrive(args, await self._wake_set(args.consumers))
 
+    async def cancel_head(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        index: int,
+        action: CancelAction,
+        consumers: Sequence[Consumer] | None = None,
+        lane: str | AnyLane | None = ANY_LANE,
+    ) -> CancelResult:
+        """Takes a live head (pending, backing off, delayed or claimed) out of the way:
+        ``"skip"`` moves its cursor on as a completion returning no events would (the lane
+        goes on), ``"dead_letter"`` dead-letters it now (``redrive`` can bring it back).
+        Not cancelled when the consumer has no live head at ``index`` above the clear on
+        ``lane`` (``ANY_LANE``: the first ``cursors`` lists; ``None``: its event cursor).
+
+        A claimed head's attempt is fenced out at once: its completion, failure and
+        renewals are superseded. After a skip its cursor's next head waits until that
+        attempt's lease would have lapsed (``held_until``): never two heads of a lane at
+        once."""
+        self._check_open()
+        args = check_cancel_head(
+            session_id,
+            consumer=consumer,
+            index=index,
+            action=action,
+            consumers=consumers,
+            lane=lane,
+            limits=self._limits,
+        )
+        return await self._cancel_head(args, await self._wake_set(args.consumers))
+
     # -- state snapshots -------------------------------------------------------------------
 
     async def read_state(
@@ -473,6 +546,54 @@ class CheckedStore(ABC):
         """Stops waking these consumers; their cursors stay."""
         self._check_open()
         await self._unregister_consumers(check_unregister_consumers(names, limits=self._limits))
+
+    async def pause_consumers(self, names: Sequence[str]) -> None:
+        """Pauses these consumers, targeted or log, registered or not: from the next claim
+        on, by any worker, no claim takes their heads. Their cursors stay where they are,
+        and attempts already claimed still complete, fail, renew and release. Pausing a
+        paused consumer keeps the time it was first paused."""
+        self._check_open()
+        checked = check_pause_consumers(names, limits=self._limits)
+        if checked:
+            await self._pause_consumers(checked)
+
+    async def resume_consumers(self, names: Sequence[str]) -> None:
+        """Ends these consumers' pause: their ready heads are claimable at once, and wakeups
+        announce the sessions holding them. Resuming one not paused does nothing."""
+        self._check_open()
+        checked = check_resume_consumers(names, limits=self._limits)
+        if checked:
+            await self._resume_consumers(checked)
+
+    async def backfill(self, consumer: str, *, limit: int = 100) -> BackfillProgress | None:
+        """One batch of a registered log consumer's backfill: brings the cursors of the next
+        ``limit`` sessions (by id, after the recorded progress) into being, as ``wake_log``
+        does, and records the progress in the registry. None when the consumer is not
+        registered with ``backfill``; a finished backfill is returned as it is.
+
+        Registering a log consumer with ``backfill`` (new, or with another lane, types or
+        flag) starts its backfill (``rules.backfill_restarts``); workers then call this
+        until ``done_at`` is set. Each session is its own short transaction, and several
+        callers at once are safe: waking a cursor twice changes nothing, and only one of
+        them records each batch (the others find the progress moved and go on from it)."""
+        self._check_open()
+        args = check_backfill(consumer, limit=limit, limits=self._limits)
+        state = await self._backfill_state(args.consumer)
+        if state is None:
+            return None
+        spec, progress = state
+        if progress.done_at is not None:
+            return progress
+        page = await self._list_sessions(SessionsArgs(progress.after, args.limit))
+        log = cast(LogSpec, spec.log)
+        for info in page:
+            # A targeted lane cursor holding the log's lane there: no log cursor can be.
+            with contextlib.suppress(InvalidArgument):
+                await self._wake_log(WakeLogArgs(info.session_id, spec, log))
+        after = page[-1].session_id if page else progress.after
+        return await self._record_backfill(
+            args.consumer, progress, after=after, sessions=len(page), done=len(page) < args.limit
+        )
 
     async def registered_consumers(self) -> list[Consumer]:
         """The registered log consumers, by name."""
@@ -565,6 +686,9 @@ class CheckedStore(ABC):
     async def _claim_any(self, args: ClaimAnyArgs) -> list[Head]: ...
 
     @abstractmethod
+    async def _next_due_in(self, consumers: Sequence[Consumer] | None) -> float | None: ...
+
+    @abstractmethod
     async def _renew_claims(self, args: HeldClaimsArgs) -> RenewResult: ...
 
     @abstractmethod
@@ -589,6 +713,9 @@ class CheckedStore(ABC):
     async def _redrive(self, args: RedriveArgs, wake: Sequence[Consumer]) -> RedriveResult: ...
 
     @abstractmethod
+    async def _cancel_head(self, args: CancelArgs, wake: Sequence[Consumer]) -> CancelResult: ...
+
+    @abstractmethod
     async def _read_state(self, args: ReadStateArgs) -> StateRead: ...
 
     @abstractmethod
@@ -609,7 +736,37 @@ class CheckedStore(ABC):
     async def _unregister_consumers(self, names: list[str]) -> None: ...
 
     @abstractmethod
+    async def _pause_consumers(self, names: list[str]) -> None:
+        """At least one name, each once; the pause time is the store's clock's."""
+
+    @abstractmethod
+    async def _resume_consumers(self, names: list[str]) -> None:
+        """At least one name, each once; announces the sessions where a resumed consumer
+        has a ready head (to this store's wakeups, and to other processes' where the
+        backend can)."""
+
+    @abstractmethod
     async def _registered_consumers(self) -> list[Consumer]: ...
+
+    @abstractmethod
+    async def _backfill_state(self, name: str) -> tuple[Consumer, BackfillProgress] | None:
+        """The registered spec of log consumer ``name`` and its backfill progress, when it
+        is registered with ``backfill`` (else None)."""
+
+    @abstractmethod
+    async def _record_backfill(
+        self,
+        name: str,
+        seen: BackfillProgress,
+        *,
+        after: str | None,
+        sessions: int,
+        done: bool,
+    ) -> BackfillProgress | None:
+        """Records a batch (``sessions`` more, the last one ``after``; ``done``: none remain,
+        so ``done_at`` is the store's time now) only if the progress is still ``seen``
+        (same ``started_at`` and ``after``); returns the progress as it is then (None once
+        unregistered)."""
 
     @abstractmethod
     async def _find_dead_letters(self, query: DeadLetterQuery) -> list[Head]: ...
@@ -713,6 +870,12 @@ class StoreProxy(CheckedStore):
     async def _redrive(self, args: RedriveArgs, wake: Sequence[Consumer]) -> RedriveResult:
         return await self.inner._redrive(args, wake)
 
+    async def _cancel_head(self, args: CancelArgs, wake: Sequence[Consumer]) -> CancelResult:
+        return await self.inner._cancel_head(args, wake)
+
+    async def _next_due_in(self, consumers: Sequence[Consumer] | None) -> float | None:
+        return await self.inner._next_due_in(consumers)
+
     async def _read_state(self, args: ReadStateArgs) -> StateRead:
         return await self.inner._read_state(args)
 
@@ -731,8 +894,30 @@ class StoreProxy(CheckedStore):
     async def _unregister_consumers(self, names: list[str]) -> None:
         await self.inner._unregister_consumers(names)
 
+    async def _pause_consumers(self, names: list[str]) -> None:
+        await self.inner._pause_consumers(names)
+
+    async def _resume_consumers(self, names: list[str]) -> None:
+        await self.inner._resume_consumers(names)
+
     async def _registered_consumers(self) -> list[Consumer]:
         return await self.inner._registered_consumers()
+
+    async def _backfill_state(self, name: str) -> tuple[Consumer, BackfillProgress] | None:
+        return await self.inner._backfill_state(name)
+
+    async def _record_backfill(
+        self,
+        name: str,
+        seen: BackfillProgress,
+        *,
+        after: str | None,
+        sessions: int,
+        done: bool,
+    ) -> BackfillProgress | None:
+        return await self.inner._record_backfill(
+            name, seen, after=after, sessions=sessions, done=done
+        )
 
     async def _find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
         return await self.inner._find_dead_letters(query)

@@ -21,6 +21,9 @@ CLEAR_EVENT_TYPE = "a2.cleared"
 CursorKind = Literal["event", "lane", "log"]
 FailOutcome = Literal["failed", "dead_lettered", "superseded"]
 RedriveAction = Literal["retry", "skip"]
+CancelAction = Literal["skip", "dead_letter"]
+"""What ``cancel_head`` does with a live head: skip it as if completed with no events,
+or dead-letter it now."""
 CursorState = Literal["idle", "BLOCKED", "dead-letter", "held", "backoff", "ready"]
 """What a cursor is doing, as listings say it (``Cursor.state``); blocked lanes shout."""
 
@@ -324,6 +327,18 @@ class RedriveResult:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelResult:
+    """What ``cancel_head`` did. ``held_until``: the head was under a live lease, so its
+    attempt may still be running: that attempt is fenced out at once (its completion,
+    failure and renewals are superseded), and a lane or log cursor's next head is held
+    back until the lease would have lapsed, so two heads of a cursor never run at once."""
+
+    cancelled: bool
+    held_until: datetime | None
+    has_pending: bool
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotWrite:
     """A reducer fold through ``index``; ``pins`` keep it while those heads are unfinished."""
 
@@ -375,7 +390,9 @@ class SessionInfo:
     head: int
     clear_index: int
     pending: int
-    """Heads above the clear index that are not dead-lettered (ready, leased or backing off)."""
+    """Heads above the clear index that are not dead-lettered (ready, leased, backing off
+    or scheduled): one per cursor with work, not events (a lane's queued events behind its
+    head are not counted). A session whose only work is blocked has ``pending`` 0."""
     dead_letters: int
     blocked: int = 0
     """Lane and log events held back behind a dead-lettered head (not counted in ``pending``)."""
@@ -438,6 +455,12 @@ class ConsumerStats:
     """Whether an operator paused it (``pause_consumers``): claims skip its heads."""
     backfill: BackfillProgress | None = None
     """Its registry backfill, for a registered log consumer with ``backfill`` (else None)."""
+    oldest_blocked_age: float | None = None
+    """The lag of blocked work: seconds (by the store's clock) since the head of the
+    longest-blocked lane or log cursor was dead-lettered; ``None`` when none is blocked.
+    ``oldest_ready_age`` never sees that work (a dead head is not ready)."""
+    served_by: int = 0
+    """Live workers (``WorkerInfo.stale`` false) whose last heartbeat names it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,9 @@ from .models import (
     AnyLane,
     AppendResult,
     AttemptRef,
+    BackfillProgress,
+    CancelAction,
+    CancelResult,
     ClaimRef,
     ClaimResult,
     ClearResult,
@@ -185,6 +188,23 @@ class Store(Protocol):
         lane: str | AnyLane | None = ANY_LANE,
     ) -> RedriveResult: ...
 
+    async def next_due_in(self, *, consumers: Sequence[Consumer] | None = None) -> float | None:
+        """Seconds until the soonest held-back head may become claimable (None: none)."""
+        ...
+
+    async def cancel_head(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        index: int,
+        action: CancelAction,
+        consumers: Sequence[Consumer] | None = None,
+        lane: str | AnyLane | None = ANY_LANE,
+    ) -> CancelResult:
+        """Skips or dead-letters a live head, fenced against its running attempt."""
+        ...
+
     async def read_state(
         self, session_id: str, reducer: str, *, through: int | None = None
     ) -> StateRead: ...
@@ -216,7 +236,20 @@ class Store(Protocol):
 
     async def unregister_consumers(self, names: Sequence[str]) -> None: ...
 
+    async def pause_consumers(self, names: Sequence[str]) -> None:
+        """Claims skip these consumers' heads (targeted or log, registered or not) until
+        they are resumed; their cursors and running attempts are untouched."""
+        ...
+
+    async def resume_consumers(self, names: Sequence[str]) -> None:
+        """Makes these consumers' heads claimable again and wakes workers for them."""
+        ...
+
     async def registered_consumers(self) -> list[Consumer]: ...
+
+    async def backfill(self, consumer: str, *, limit: int = 100) -> BackfillProgress | None:
+        """One batch of a registered log consumer's backfill (see ``CheckedStore``)."""
+        ...
 
     async def sessions(self, *, after: str | None = None, limit: int = 100) -> list[SessionInfo]:
         """Sessions by id after ``after``, for listings."""

@@ -228,10 +228,11 @@ def test_wrappers_change_only_what_they_wrap() -> None:
 
 BACKEND_EXTRAS: dict[type, frozenset[str]] = {
     MemoryStore: frozenset(),
-    PostgresStore: frozenset({"open", "schema", "pool"}),
-    SqliteStore: frozenset({"open", "path"}),
+    PostgresStore: frozenset({"open", "schema", "pool", "append_in"}),
+    SqliteStore: frozenset({"open", "path", "append_in"}),
 }
-"""Each backend's public names beyond Store: how it opens and what it runs on."""
+"""Each backend's public names beyond Store: how it opens, what it runs on, and the append
+in the caller's own transaction (its connection type is the backend's)."""
 OWN = frozenset({"presence", "close"})
 """The Store members each backend defines itself (abstract in CheckedStore)."""
 

@@ -20,6 +20,7 @@ from ..models import (
     JSON,
     AnyLane,
     AttemptRef,
+    CancelAction,
     ClaimRef,
     Completion,
     Consumer,
@@ -33,7 +34,7 @@ from ..models import (
 )
 from .budget import CallBudget
 from .limits import MAX_ATTEMPT, MAX_INDEX, Limits
-from .render import type_name
+from .render import show, type_name
 from .rules import refuse_repeated_ids
 from .scalars import (
     check_attempt,
@@ -576,6 +577,38 @@ def check_redrive(
     return RedriveArgs(sid, name, checked_index, checked_action, served, checked_lane)
 
 
+@dataclass(frozen=True, slots=True)
+class CancelArgs:
+    session_id: str
+    consumer: str
+    index: int
+    action: CancelAction
+    consumers: Sequence[Consumer] | None
+    lane: str | AnyLane | None
+    """As ``RedriveArgs.lane``: ``ANY_LANE`` takes the first live head ``cursors`` lists."""
+
+
+def check_cancel_head(
+    session_id: object,
+    *,
+    consumer: object,
+    index: object,
+    action: object,
+    consumers: object,
+    lane: object,
+    limits: Limits,
+) -> CancelArgs:
+    sid = check_session_id(session_id, limits)
+    name = check_name(consumer, "consumer name", limits)
+    checked_index = check_index(index)
+    if not isinstance(action, str) or action not in ("skip", "dead_letter"):
+        raise invalid(f"cancel action must be 'skip' or 'dead_letter', got {show(action)}")
+    checked_action: CancelAction = "skip" if action == "skip" else "dead_letter"
+    served = check_consumers(consumers, limits, CallBudget(limits))
+    checked_lane = lane if isinstance(lane, AnyLane) else check_lane(lane, limits)
+    return CancelArgs(sid, name, checked_index, checked_action, served, checked_lane)
+
+
 # -- state snapshots ------------------------------------------------------------------
 
 
@@ -687,6 +720,35 @@ def check_register_consumers(consumers: object, *, limits: Limits) -> list[Consu
 def check_unregister_consumers(names: object, *, limits: Limits) -> list[str]:
     listed = items(names, "names", limit=limits.max_consumers, setting="max_consumers")
     return [check_name(name, "consumer name", limits) for name in listed]
+
+
+def check_pause_consumers(names: object, *, limits: Limits) -> list[str]:
+    """The consumers to pause, each once: names as ``unregister_consumers`` takes them (any
+    consumer may be paused, targeted ones too, so no registry is consulted)."""
+    return list(dict.fromkeys(check_unregister_consumers(names, limits=limits)))
+
+
+def check_resume_consumers(names: object, *, limits: Limits) -> list[str]:
+    """The consumers to resume, each once, checked as ``pause_consumers``'s."""
+    return check_pause_consumers(names, limits=limits)
+
+
+def check_next_due(consumers: object, *, limits: Limits) -> Sequence[Consumer] | None:
+    """``next_due_in``'s consumers: None (all) or consumers as ``claim_any`` takes them."""
+    return check_consumers(consumers, limits, CallBudget(limits))
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillArgs:
+    consumer: str
+    limit: int
+
+
+def check_backfill(consumer: object, *, limit: object, limits: Limits) -> BackfillArgs:
+    """A consumer name and a batch size in [1, ``Limits.max_page_size``] (sessions)."""
+    name = check_name(consumer, "consumer name", limits)
+    count = check_count(limit, "limit", maximum=limits.max_page_size, setting="max_page_size")
+    return BackfillArgs(name, count)
 
 
 # -- monitoring -----------------------------------------------------------------------

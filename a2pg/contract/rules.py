@@ -12,7 +12,7 @@ import json
 import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from ..errors import A2Error, invalid
@@ -348,3 +348,36 @@ def error_matches(last_error: str | None, needle: str) -> bool:
     if last_error is None:
         return False
     return needle.translate(_ASCII_LOWER) in last_error.translate(_ASCII_LOWER)
+
+
+def backfill_restarts(old: Consumer | None, new: Consumer) -> bool:
+    """Whether registering ``new`` (over ``old``, the registered spec) starts its backfill
+    over: a log consumer with ``backfill`` that is new, or whose lane, types or backfill
+    flag changed. Registering the same spec again keeps the progress."""
+    log = new.log
+    return log is not None and log.backfill and (old is None or old.log != log)
+
+
+CANCELLED_ERROR = "dead-lettered by cancel_head"
+"""The ``last_error`` of a head ``cancel_head`` dead-lettered (no failure is counted)."""
+
+
+def held_until(
+    claim_holder: str | None, claim_expires_at: datetime | None, now: datetime
+) -> datetime | None:
+    """The lease end of a head under a live claim at ``now`` (its attempt may still run),
+    else None: what ``cancel_head`` holds a cursor's next head back until."""
+    if claim_holder is None or claim_expires_at is None or claim_expires_at <= now:
+        return None
+    return claim_expires_at
+
+
+def due_at(not_before: datetime | timedelta | None, now: datetime) -> datetime | None:
+    """When a target's head becomes claimable, if later than ``now`` (the store's clock at
+    the append): None means at once. A ``timedelta`` counts from the append. A delayed
+    head is held back as a failure's backoff is: no holder, ``claim_expires_at`` and
+    ``ready_at`` at the due time (so ``claim_available`` answers ``Busy`` until then)."""
+    if not_before is None:
+        return None
+    due = now + not_before if isinstance(not_before, timedelta) else not_before
+    return due if due > now else None

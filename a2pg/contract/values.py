@@ -9,6 +9,7 @@ import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
 
 from ..errors import invalid
 from ..models import (
@@ -31,6 +32,7 @@ from .scalars import (
     check_index,
     check_lane,
     check_name,
+    check_time,
     items,
     plain_text,
     utf8_size,
@@ -429,8 +431,46 @@ def check_target(target: object, limits: Limits) -> Target:
     if not isinstance(target, Target):
         raise invalid(f"event targets must hold Target, not {type_name(target)}")
     return Target(
-        check_name(target.consumer, "target consumer name", limits), check_lane(target.lane, limits)
+        check_name(target.consumer, "target consumer name", limits),
+        check_lane(target.lane, limits),
+        check_not_before(target.not_before, limits),
     )
+
+
+def check_not_before(value: object, limits: Limits) -> datetime | timedelta | None:
+    """A target's delay: None, an aware datetime (in the past: no delay), returned in UTC,
+    or a ``timedelta`` from the append, at least 0 and at most ``Limits.max_seconds``."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+        if not 0 <= seconds <= limits.max_seconds:
+            raise invalid(
+                "Target.not_before as a timedelta must be at least 0 and at most "
+                f"Limits.max_seconds={limits.max_seconds} seconds, got {show(value)}"
+            )
+        return value
+    if isinstance(value, datetime):
+        return check_time(value, "Target.not_before")
+    raise invalid(
+        f"Target.not_before must be an aware datetime, a timedelta or None, not {type_name(value)}"
+    )
+
+
+def refuse_conflicting_targets(targets: Sequence[Target], position: int) -> None:
+    """One event may name a cursor twice only with the same delay: two ``not_before`` for
+    one event or lane cursor is ambiguous (``INVALID_ARGUMENT``)."""
+    if len(targets) < 2 or all(target.not_before is None for target in targets):
+        return
+    seen: dict[tuple[str, str | None], object] = {}
+    for target in targets:
+        key = (target.consumer, target.lane)
+        if key in seen and seen[key] != target.not_before:
+            raise invalid(
+                f"events[{position}] targets consumer {show(target.consumer)} lane "
+                f"{show(target.lane)} twice with different not_before"
+            )
+        seen[key] = target.not_before
 
 
 class _Known:
@@ -460,8 +500,9 @@ class _Known:
         return False
 
     def target(self, target: object) -> Target:
-        """``check_target``: ``target`` itself when it is a ``Target`` whose names pass."""
-        if type(target) is Target and self.name(target.consumer):
+        """``check_target``: ``target`` itself when it is an undelayed ``Target`` whose
+        names pass."""
+        if type(target) is Target and target.not_before is None and self.name(target.consumer):
             lane = target.lane
             if lane is None or self.name(lane):
                 return target
@@ -535,6 +576,7 @@ def _check_event(
         every = [known.target(target) for target in listed]
         same = kind is tuple and all(map(operator.is_, every, listed))
         targets = given if same else tuple(every)
+        refuse_conflicting_targets(targets, position)
     payload = event.payload
     payload_json, _ = spend_json(
         payload,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -26,10 +26,17 @@ from .state import CursorState, SessionState, cursor_key
 
 
 def claim_available(
-    session: SessionState | None, args: ClaimArgs, wake: Sequence[Consumer], *, now: datetime
+    session: SessionState | None,
+    args: ClaimArgs,
+    wake: Sequence[Consumer],
+    *,
+    now: datetime,
+    paused: Container[str] = (),
 ) -> ClaimResult:
     """Claims every eligible head of the session, by index then consumer. ``exclude`` names
-    exact heads: a lane whose head has moved past an excluded index is eligible again."""
+    exact heads: a lane whose head has moved past an excluded index is eligible again.
+    The heads of ``paused`` consumers are passed over whole: neither claimed nor counted
+    for ``Busy``, so a session holding nothing else is ``Settled``."""
     if session is None:
         return Settled()
     refresh_types(session, wake)
@@ -45,6 +52,7 @@ def claim_available(
             (through is not None and ref.index > through)
             or (served is not None and ref.consumer not in served)
             or ref in excluded
+            or ref.consumer in paused
         ):
             continue
         expiry = cursor.dispatch.claim_expires_at
@@ -62,19 +70,44 @@ def claim_available(
     return Claimed(heads, session.head)
 
 
-def claim_any(ready: ReadyQueue, args: ClaimAnyArgs, *, now: datetime) -> list[Head]:
+def claim_any(
+    ready: ReadyQueue, args: ClaimAnyArgs, *, now: datetime, paused: Container[str] = ()
+) -> list[Head]:
     """Claims the ``limit`` oldest-ready eligible heads of all sessions: by ready time,
-    then session id, index, consumer (and lane).
+    then session id, index, consumer (and lane). Heads of ``paused`` consumers stay
+    queued, unclaimed.
 
     Unlike ``claim_available`` it refreshes no log types (as on PostgreSQL): a new
     registration reaches a cursor at its session's next write naming no consumers.
     """
     served = args.served
-    taken = ready.take(now, lambda c: served is None or c.consumer in served, args.limit)
+
+    def wanted(cursor: CursorState) -> bool:
+        return (served is None or cursor.consumer in served) and cursor.consumer not in paused
+
+    taken = ready.take(now, wanted, args.limit)
     return [
         claim_head(session, cursor, args.holder, args.ttl, args.max_failures, now)
         for session, cursor in taken
     ]
+
+
+def ready_sessions(
+    sessions: Iterable[SessionState], consumers: Container[str], *, now: datetime
+) -> list[str]:
+    """The sessions where one of ``consumers`` has a head claimable at ``now`` (what a
+    resume announces to wakeups), by id."""
+    return sorted(
+        session.session_id
+        for session in sessions
+        if any(
+            cursor.consumer in consumers
+            and cursor.head is not None
+            and cursor.ready_at is not None
+            and cursor.ready_at <= now
+            for cursor in session.cursors.values()
+        )
+    )
 
 
 def claim_head(

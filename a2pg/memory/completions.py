@@ -6,11 +6,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from ..contract.args import CompletionArgs, CompletionItem, FailArgs, RedriveArgs
+from ..contract.args import CancelArgs, CompletionArgs, CompletionItem, FailArgs, RedriveArgs
 from ..contract.rules import (
+    CANCELLED_ERROR,
     CompletedAttempt,
     attempt_is_live,
     claim_order,
+    held_until,
     judge_completion,
     judge_failure,
     refuse_mismatched_retry,
@@ -19,6 +21,7 @@ from ..contract.rules import (
 )
 from ..models import (
     AnyLane,
+    CancelResult,
     ClaimRef,
     Completed,
     CompleteResult,
@@ -28,7 +31,14 @@ from ..models import (
     RedriveResult,
     Superseded,
 )
-from .cursors import advance, dead_letter, has_pending, refresh_types, refuse_targeted_lanes
+from .cursors import (
+    advance,
+    dead_letter,
+    has_pending,
+    hold_until,
+    refresh_types,
+    refuse_targeted_lanes,
+)
 from .log import insert
 from .state import Sessions, SessionState, cursor_key
 
@@ -185,3 +195,44 @@ def dead_heads(session: SessionState | None) -> list[Head]:
         if cursor.head is not None and cursor.dispatch.failed_at is not None
     ]
     return sorted(heads, key=lambda head: claim_order(head.ref))
+
+
+def cancel_head(
+    session: SessionState | None, args: CancelArgs, wake: Sequence[Consumer], *, now: datetime
+) -> CancelResult:
+    """Skips or dead-letters the consumer's live head at ``args.index`` (see
+    ``CheckedStore.cancel_head``); ``ANY_LANE`` takes the first in claim order."""
+    if session is None:
+        return CancelResult(False, None, False)
+    lane = args.lane
+    live = [
+        cursor
+        for cursor in session.cursors.values()
+        if cursor.consumer == args.consumer
+        and cursor.head == args.index
+        and args.index > session.clear_index
+        and cursor.dispatch.failed_at is None
+        and (isinstance(lane, AnyLane) or cursor.lane == lane)
+    ]
+    cursor = min(
+        live, key=lambda c: claim_order(ClaimRef(c.consumer, c.lane, args.index)), default=None
+    )
+    if cursor is None:
+        return CancelResult(False, None, has_pending(session, args.consumers))
+    dispatch = cursor.dispatch
+    lease_end = held_until(dispatch.claim_holder, dispatch.claim_expires_at, now)
+    if args.action == "dead_letter":
+        cursor.dispatch = replace(
+            dispatch,
+            claim_holder=None,
+            claim_expires_at=None,
+            failed_at=now,
+            last_error=CANCELLED_ERROR,
+        )
+        dead_letter(session, cursor)
+    else:
+        refresh_types(session, wake)
+        advance(session, cursor, CompletedAttempt(None, ()), now)
+        if lease_end is not None and cursor.kind != "event" and cursor.head is not None:
+            hold_until(session, cursor, lease_end)
+    return CancelResult(True, lease_end, has_pending(session, args.consumers))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
-from ..contract.rules import CompletedAttempt, refuse_non_log_cursor, woken_logs
+from ..contract.rules import CompletedAttempt, due_at, refuse_non_log_cursor, woken_logs
 from ..models import CLEAR_EVENT_TYPE, ClaimRef, Consumer, LogSpec, NewEvent
 from .state import FRESH, CursorState, Row, SessionState, cursor_key
 
@@ -28,13 +29,32 @@ def next_log_head(session: SessionState, after: int, types: tuple[str, ...] | No
     return None
 
 
-def set_head(session: SessionState, cursor: CursorState, head: int | None, now: datetime) -> None:
-    """Moves a cursor to a new head (or idle): fresh bookkeeping, ready from ``now``."""
+def set_head(
+    session: SessionState,
+    cursor: CursorState,
+    head: int | None,
+    now: datetime,
+    due: datetime | None = None,
+) -> None:
+    """Moves a cursor to a new head (or idle): fresh bookkeeping, ready from ``now``, or
+    from ``due`` for a delayed target (held back as a backoff is: see ``rules.due_at``)."""
     cursor.head = head
-    cursor.dispatch = FRESH
-    session.set_ready(cursor, None if head is None else now)
+    if due is None or due <= now:
+        cursor.dispatch = FRESH
+        session.set_ready(cursor, None if head is None else now)
+    else:
+        cursor.dispatch = replace(FRESH, claim_expires_at=due)
+        session.set_ready(cursor, None if head is None else due)
     if head is not None:
         session.new_work = True
+
+
+def hold_until(session: SessionState, cursor: CursorState, until: datetime) -> None:
+    """Holds a cursor's head back until ``until`` (as a delay does), if it is not already."""
+    due = cursor.dispatch.claim_expires_at
+    if due is None or due < until:
+        cursor.dispatch = replace(cursor.dispatch, claim_expires_at=until)
+        session.set_ready(cursor, until)
 
 
 def open_log_cursor(
@@ -70,18 +90,21 @@ def enqueue(
     for row, event in zip(rows, events, strict=True):
         for target in dict.fromkeys(event.targets):
             key = cursor_key(target.consumer, target.lane, row.index)
+            due = due_at(target.not_before, now)
             if target.lane is None:
                 cursor = CursorState(target.consumer, None, "event", row.index - 1)
                 session.cursors[key] = cursor
-                set_head(session, cursor, row.index, now)
+                set_head(session, cursor, row.index, now, due)
                 continue
             lane = session.cursors.get(key)
             if lane is None:
                 lane = CursorState(target.consumer, target.lane, "lane", session.clear_index)
                 session.cursors[key] = lane
             lane.queue.append(row.index)
+            if due is not None:
+                lane.due[row.index] = due
             if lane.head is None:
-                set_head(session, lane, row.index, now)
+                set_head(session, lane, row.index, now, lane.due.get(row.index))
     for consumer in wake:
         log = consumer.log
         if log is None:
@@ -143,8 +166,10 @@ def advance(
         return
     if cursor.kind == "lane":
         cursor.queue.popleft()
+        cursor.due.pop(finished, None)
         cursor.completions[finished] = done
-        set_head(session, cursor, cursor.queue[0] if cursor.queue else None, now)
+        following = cursor.queue[0] if cursor.queue else None
+        set_head(session, cursor, following, now, cursor.due.get(following or 0))
         return
     if done.attempt is not None:
         cursor.completions = {finished: done}

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from ..contract.rules import error_matches, head_state
-from ..models import ConsumerStats, DeadLetterKey, DeadLetterQuery, Head
+from ..models import (
+    BackfillProgress,
+    ConsumerStats,
+    DeadLetterKey,
+    DeadLetterQuery,
+    Head,
+    WorkerInfo,
+)
 from .cursors import blocked_behind
 from .state import CursorState, Sessions, SessionState
 
@@ -25,36 +32,65 @@ class _Tally:
     ready: int = 0
     claimed: int = 0
     backing_off: int = 0
+    scheduled: int = 0
     dead_letters: int = 0
     blocked_lanes: int = 0
     blocked: int = 0
     oldest_ready: datetime | None = None
+    oldest_blocked: datetime | None = None
+    served_by: int = 0
+
+
+def _earliest(known: datetime | None, at: datetime) -> datetime:
+    return at if known is None else min(known, at)
+
+
+def _age(since: datetime | None, now: datetime) -> float | None:
+    return None if since is None else (now - since).total_seconds()
 
 
 def consumer_stats(
-    sessions: Sessions, registered: Iterable[str], *, now: datetime
+    sessions: Sessions,
+    registered: Iterable[str],
+    *,
+    paused: Iterable[str] = (),
+    backfills: Mapping[str, BackfillProgress] | None = None,
+    workers: Iterable[WorkerInfo] = (),
+    now: datetime,
 ) -> list[ConsumerStats]:
-    """Per consumer registered or holding heads, by name."""
+    """Per consumer, by name: every one holding heads, registered, paused or named by a
+    live worker's heartbeat (the last three with zeros when they have nothing), so an
+    alert on a count reads 0 rather than no data. ``backfills``: the registry's progress,
+    shown for registered consumers only (it lives in their registration)."""
     names = set(registered)
-    tallies = {name: _Tally() for name in names}
+    stopped = set(paused)
+    tallies = {name: _Tally() for name in names | stopped}
+    for worker in workers:
+        if not worker.stale:
+            for name in set(worker.beat.consumers):
+                tallies.setdefault(name, _Tally()).served_by += 1
     for session, cursor in _heads(sessions):
         tally = tallies.setdefault(cursor.consumer, _Tally())
-        if cursor.dispatch.failed_at is not None:
+        d = cursor.dispatch
+        if d.failed_at is not None:
             tally.dead_letters += 1
             if cursor.kind != "event":
                 tally.blocked_lanes += 1
                 tally.blocked += blocked_behind(session, cursor)
+                tally.oldest_blocked = _earliest(tally.oldest_blocked, d.failed_at)
             continue
         assert cursor.ready_at is not None, "a live head is claimable at some time"
-        state = head_state(cursor.ready_at, cursor.dispatch.claim_holder, now)
+        state = head_state(cursor.ready_at, d.claim_holder, now)
         if state == "ready":
             tally.ready += 1
-            oldest = tally.oldest_ready
-            tally.oldest_ready = cursor.ready_at if oldest is None else min(oldest, cursor.ready_at)
+            tally.oldest_ready = _earliest(tally.oldest_ready, cursor.ready_at)
         elif state == "claimed":
             tally.claimed += 1
-        else:
+        elif d.failure_count > 0:
             tally.backing_off += 1
+        else:  # held back by a target's not_before, never failed
+            tally.scheduled += 1
+    progress = backfills or {}
     return [
         ConsumerStats(
             name,
@@ -64,8 +100,13 @@ def consumer_stats(
             t.dead_letters,
             t.blocked_lanes,
             t.blocked,
-            None if t.oldest_ready is None else (now - t.oldest_ready).total_seconds(),
+            _age(t.oldest_ready, now),
             name in names,
+            scheduled=t.scheduled,
+            paused=name in stopped,
+            backfill=progress.get(name) if name in names else None,
+            oldest_blocked_age=_age(t.oldest_blocked, now),
+            served_by=t.served_by,
         )
         for name, t in sorted(tallies.items())
     ]

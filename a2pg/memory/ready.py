@@ -85,3 +85,13 @@ class ReadyQueue:
         for entry in refused:
             heapq.heappush(self._heap, entry)
         return taken
+
+    def next_due(self, now: datetime, wanted: Callable[[CursorState], bool]) -> datetime | None:
+        """The soonest readiness after ``now`` among live cursors ``wanted`` accepts (a scan
+        of the heap: the reference model's, not a hot path)."""
+        due = [
+            entry[0]
+            for entry in self._heap
+            if entry[0] > now and self._live(entry) and wanted(entry[7])
+        ]
+        return min(due, default=None)

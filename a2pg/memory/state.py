@@ -61,6 +61,8 @@ class CursorState:
     dispatch: Dispatch = FRESH
     types: tuple[str, ...] | None = None
     queue: deque[int] = field(default_factory=deque)
+    due: dict[int, datetime] = field(default_factory=dict)
+    """A lane's queued indexes held back until a time (``Target.not_before``)."""
     completions: dict[int, CompletedAttempt] = field(default_factory=dict)
 
     @property
@@ -68,7 +70,9 @@ class CursorState:
         return cursor_key(self.consumer, self.lane, self.head or 0)
 
     def copy(self) -> CursorState:
-        return replace(self, queue=deque(self.queue), completions=dict(self.completions))
+        return replace(
+            self, queue=deque(self.queue), due=dict(self.due), completions=dict(self.completions)
+        )
 
     def view(self) -> Cursor:
         return Cursor(self.consumer, self.lane, self.kind, self.position, self.head, self.dispatch)

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from ..contract.args import (
     AppendArgs,
+    CancelArgs,
     ClaimAnyArgs,
     ClaimArgs,
     ClearArgs,
@@ -26,6 +27,8 @@ from ..front import CheckedStore
 from ..ids import Clock, IdGenerator, system_clock, uuid7
 from ..models import (
     AppendResult,
+    BackfillProgress,
+    CancelResult,
     ClaimResult,
     ClearResult,
     CompletedAndClaimed,
@@ -148,10 +151,11 @@ class MemoryStore(CheckedStore):
 
     async def _claim_available(self, args: ClaimArgs, wake: Sequence[Consumer]) -> ClaimResult:
         session = self._sessions.get(args.session_id)
-        return _claims.claim_available(session, args, wake, now=self._clock())
+        paused = self._registry.paused
+        return _claims.claim_available(session, args, wake, now=self._clock(), paused=paused)
 
     async def _claim_any(self, args: ClaimAnyArgs) -> list[Head]:
-        return _claims.claim_any(self._ready, args, now=self._clock())
+        return _claims.claim_any(self._ready, args, now=self._clock(), paused=self._registry.paused)
 
     async def _renew_claims(self, args: HeldClaimsArgs) -> RenewResult:
         return _claims.renew(self._sessions.get(args.session_id), args, now=self._clock())
@@ -178,7 +182,7 @@ class MemoryStore(CheckedStore):
         claim left."""
         now = self._clock()
         results = _completions.complete_all(self._sessions, items, now=now, new_id=self._new_id)
-        heads = _claims.claim_any(self._ready, claim, now=now)
+        heads = _claims.claim_any(self._ready, claim, now=now, paused=self._registry.paused)
         for item in items:
             self._announce(item.args.completion.session_id, claimed_at=now)
         return CompletedAndClaimed(results, heads)
@@ -194,6 +198,21 @@ class MemoryStore(CheckedStore):
     async def _redrive(self, args: RedriveArgs, wake: Sequence[Consumer]) -> RedriveResult:
         session = self._sessions.get(args.session_id)
         result = _completions.redrive(session, args, wake, now=self._clock())
+        self._announce(args.session_id)
+        return result
+
+    async def _next_due_in(self, consumers: Sequence[Consumer] | None) -> float | None:
+        now = self._clock()
+        names = None if consumers is None else {c.name for c in consumers}
+        paused = self._registry.paused
+        due = self._ready.next_due(
+            now, lambda c: (names is None or c.consumer in names) and c.consumer not in paused
+        )
+        return None if due is None else (due - now).total_seconds()
+
+    async def _cancel_head(self, args: CancelArgs, wake: Sequence[Consumer]) -> CancelResult:
+        session = self._sessions.get(args.session_id)
+        result = _completions.cancel_head(session, args, wake, now=self._clock())
         self._announce(args.session_id)
         return result
 
@@ -218,10 +237,39 @@ class MemoryStore(CheckedStore):
     # -- the consumer registry -----------------------------------------------------------
 
     async def _register_consumers(self, consumers: list[Consumer]) -> None:
-        self._registry.register(consumers)
+        self._registry.register(consumers, self._clock())
+
+    async def _backfill_state(self, name: str) -> tuple[Consumer, BackfillProgress] | None:
+        return self._registry.backfill_state(name)
+
+    async def _record_backfill(
+        self,
+        name: str,
+        seen: BackfillProgress,
+        *,
+        after: str | None,
+        sessions: int,
+        done: bool,
+    ) -> BackfillProgress | None:
+        return self._registry.record_backfill(
+            name, seen, after=after, sessions=sessions, done=done, now=self._clock()
+        )
 
     async def _unregister_consumers(self, names: list[str]) -> None:
         self._registry.unregister(names)
+
+    async def _pause_consumers(self, names: list[str]) -> None:
+        self._registry.pause(names, self._clock())
+
+    async def _resume_consumers(self, names: list[str]) -> None:
+        """Ends the pauses, then tells wakeups of every session where a resumed consumer's
+        head is claimable now (nothing else would: no write made that work)."""
+        resumed = set(self._registry.resume(names))
+        if not resumed:
+            return
+        sessions = self._sessions.by_id.values()
+        for session_id in _claims.ready_sessions(sessions, resumed, now=self._clock()):
+            self._feed.work(session_id)
 
     async def _registered_consumers(self) -> list[Consumer]:
         return self._registry.listed()
@@ -233,7 +281,15 @@ class MemoryStore(CheckedStore):
 
     async def _consumer_stats(self) -> list[ConsumerStats]:
         names = [consumer.name for consumer in self._registry.listed()]
-        return monitoring.consumer_stats(self._sessions, names, now=self._clock())
+        now = self._clock()
+        return monitoring.consumer_stats(
+            self._sessions,
+            names,
+            paused=self._registry.paused,
+            backfills=self._registry.backfills,
+            workers=self._workers.listed(now=now),
+            now=now,
+        )
 
     async def _heartbeat(self, beat: WorkerBeat) -> None:
         self._workers.beat(beat, now=self._clock())

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from psycopg.rows import DictRow
 
-from ..contract.args import ClaimAnyArgs, CompletionItem, FailArgs, RedriveArgs
+from ..contract.args import CancelArgs, ClaimAnyArgs, CompletionItem, FailArgs, RedriveArgs
 from ..contract.rules import (
+    CANCELLED_ERROR,
     CompletedAttempt,
     attempt_is_live,
+    held_until,
     judge_completion,
     judge_failure,
     mismatched_retry,
@@ -41,6 +43,7 @@ from ..contract.rules import (
 )
 from ..models import (
     AnyLane,
+    CancelResult,
     Completed,
     CompletedAndClaimed,
     CompleteResult,
@@ -501,6 +504,51 @@ async def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> Finish
 
     async def finish() -> RedriveResult:
         return RedriveResult(redriven, await pending_flag(flag))
+
+    return finish
+
+
+async def cancel_head(tx: Tx, args: CancelArgs, wake: Sequence[Consumer]) -> Finish[CancelResult]:
+    """Skips or dead-letters a live head (see ``CheckedStore.cancel_head``)."""
+    session_id, index = args.session_id, args.index
+    locked = await tx.lock([session_id])
+    find: dict[str, Any] = {"session_id": session_id, "consumer": args.consumer, "idx": index}
+    if isinstance(args.lane, AnyLane):
+        live = await tx.execute(tx.query("live_head"), find)
+    else:
+        find["cursor_key"] = codec.cursor_key(args.lane, index)
+        live = await tx.execute(tx.query("live_head_of_cursor"), find)
+    sessions, now = await locked.result()
+    row = await live.fetchone()
+    lease_end: datetime | None = None
+    if row is not None:
+        key = row["cursor_key"]
+        lease_end = held_until(row["claim_holder"], row["claim_expires_at"], now)
+        plan = tx.new_plan(now, sessions)
+        where = {"session_id": session_id, "consumer": args.consumer, "cursor_key": key}
+        if args.action == "dead_letter":
+            dead = {**where, "idx": index, "now": now, "error": CANCELLED_ERROR}
+            await tx.execute(tx.query("cancel_dead_letter"), dead)
+            plan.release(session_id, args.consumer, key, index)
+            await tx.apply(plan)
+        else:
+            plan.refresh(session_id, wake)
+            plan.finish(
+                session_id,
+                consumer=args.consumer,
+                lane=row["lane"],
+                kind=row["kind"],
+                index=index,
+                attempt=None,
+                ids=None,
+            )
+            await tx.apply(plan)
+            if lease_end is not None and row["kind"] != "event":
+                await tx.execute(tx.query("hold_cursor_until"), {**where, "until": lease_end})
+    flag = await tx.execute(tx.query("has_pending"), has_pending(session_id, args.consumers))
+
+    async def finish() -> CancelResult:
+        return CancelResult(row is not None, lease_end, await pending_flag(flag))
 
     return finish
 

@@ -50,7 +50,7 @@ LayoutState = Literal["current", "empty", "older", "newer", "pre-consumer", "unk
 
 # Catalogs and functions are pg_catalog's by name, as in every statement of the store:
 # nothing here depends on the connection's search_path.
-_CATALOG_SQL = """
+CATALOG_SQL = """
 select
     pg_catalog.to_regclass(pg_catalog.format('%%I.a2_meta', %(schema)s::text)) is not null,
     exists (
@@ -139,7 +139,7 @@ def check_schema(schema: object) -> str:
     return schema
 
 
-def _classify(
+def classify(
     schema: str, has_meta: bool, pre_consumer: bool, has_tables: bool, meta: dict[str, str]
 ) -> LayoutStatus:
     """Turns what the catalog and a2_meta say into a LayoutStatus (no I/O)."""
@@ -155,19 +155,19 @@ def _classify(
     return LayoutStatus("current" if revision == HEAD_REVISION else "older", schema, revision)
 
 
-def _meta_query(schema: str) -> sql.Composed:
+def meta_query(schema: str) -> sql.Composed:
     return sql.SQL("select key, value from {}.a2_meta").format(sql.Identifier(schema))
 
 
 def inspect_connection(conn: psycopg.Connection[Any], schema: str) -> LayoutStatus:
     """What ``schema`` holds, read on ``conn`` as it is (in its transaction, if any)."""
-    row = conn.execute(_CATALOG_SQL, {"schema": schema, "tables": list(TABLES)}).fetchone()
+    row = conn.execute(CATALOG_SQL, {"schema": schema, "tables": list(TABLES)}).fetchone()
     assert row is not None
     has_meta, pre_consumer, has_tables = row
     meta: dict[str, str] = {}
     if has_meta:
-        meta = dict(conn.execute(_meta_query(schema)).fetchall())
-    return _classify(schema, has_meta, pre_consumer, has_tables, meta)
+        meta = dict(conn.execute(meta_query(schema)).fetchall())
+    return classify(schema, has_meta, pre_consumer, has_tables, meta)
 
 
 def inspect_layout(
@@ -192,15 +192,15 @@ def inspect_layout(
 
 
 async def _inspect_async(conn: psycopg.AsyncConnection[Any], schema: str) -> LayoutStatus:
-    cur = await conn.execute(_CATALOG_SQL, {"schema": schema, "tables": list(TABLES)})
+    cur = await conn.execute(CATALOG_SQL, {"schema": schema, "tables": list(TABLES)})
     row = await cur.fetchone()
     assert row is not None
     has_meta, pre_consumer, has_tables = row
     meta: dict[str, str] = {}
     if has_meta:
-        cur = await conn.execute(_meta_query(schema))
+        cur = await conn.execute(meta_query(schema))
         meta = dict(await cur.fetchall())
-    return _classify(schema, has_meta, pre_consumer, has_tables, meta)
+    return classify(schema, has_meta, pre_consumer, has_tables, meta)
 
 
 async def ensure_layout(

@@ -52,11 +52,15 @@ APPEND_DECLINED = "a2pg: an append must take the transaction"
 
 def fits_one_statement(args: AppendArgs) -> bool:
     """Whether ``append_fresh`` can take the batch: no event names a cause (its attempt
-    fence reads the cursor first) and no origin could be at the clear index of a new
-    session (``append_fresh`` compares it only on a stored session row)."""
+    fence reads the cursor first), no target is delayed (its due time is read against the
+    transaction's clock) and no origin could be at the clear index of a new session
+    (``append_fresh`` compares it only on a stored session row)."""
     if args.origin_index is not None and args.origin_index < 1:
         return False
-    return all(item.event.cause is None for item in args.events)
+    return all(
+        item.event.cause is None and all(target.not_before is None for target in item.event.targets)
+        for item in args.events
+    )
 
 
 def _declined(exc: psycopg.Error) -> bool:

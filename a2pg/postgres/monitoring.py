@@ -4,28 +4,59 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from psycopg.rows import DictRow
+
 from ..contract.params import beat_row, dead_letter_page
-from ..models import ConsumerStats, DeadLetterQuery, Head, WorkerBeat, WorkerInfo
+from ..models import (
+    BackfillProgress,
+    ConsumerStats,
+    DeadLetterQuery,
+    Head,
+    WorkerBeat,
+    WorkerInfo,
+)
 from . import codec
 from .database import Database
 
 
 async def consumer_stats(db: Database) -> list[ConsumerStats]:
     rows = await db.run(db.query("consumer_stats"), {"now": db.now_param()})
-    return [
-        ConsumerStats(
-            row["consumer"],
-            int(row["ready"]),
-            int(row["claimed"]),
-            int(row["backing_off"]),
-            int(row["dead_letters"]),
-            int(row["blocked_lanes"]),
-            int(row["blocked"]),
-            None if row["oldest_ready_age"] is None else float(row["oldest_ready_age"]),
-            bool(row["registered"]),
-        )
-        for row in rows
-    ]
+    return [_stats(row) for row in rows]
+
+
+def _stats(row: DictRow) -> ConsumerStats:
+    return ConsumerStats(
+        row["consumer"],
+        int(row["ready"]),
+        int(row["claimed"]),
+        int(row["backing_off"]),
+        int(row["dead_letters"]),
+        int(row["blocked_lanes"]),
+        int(row["blocked"]),
+        _seconds(row["oldest_ready_age"]),
+        bool(row["registered"]),
+        scheduled=int(row["scheduled"]),
+        paused=bool(row["paused"]),
+        backfill=_backfill(row),
+        oldest_blocked_age=_seconds(row["oldest_blocked_age"]),
+        served_by=int(row["served_by"]),
+    )
+
+
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _backfill(row: DictRow) -> BackfillProgress | None:
+    """The registration's backfill columns; none before a backfill started."""
+    if row["backfill_started_at"] is None:
+        return None
+    return BackfillProgress(
+        started_at=codec.utc(row["backfill_started_at"]),
+        sessions=int(row["backfill_sessions"]),
+        after=row["backfill_after"],
+        done_at=codec.maybe_utc(row["backfill_done_at"]),
+    )
 
 
 async def find_dead_letters(db: Database, query: DeadLetterQuery) -> list[Head]:

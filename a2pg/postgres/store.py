@@ -7,11 +7,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+import psycopg
 from psycopg import errors as pg
 from psycopg_pool import AsyncConnectionPool
 
 from ..contract.args import (
     AppendArgs,
+    CancelArgs,
     ClaimAnyArgs,
     ClaimArgs,
     ClearArgs,
@@ -30,6 +32,8 @@ from ..front import CheckedStore
 from ..ids import Clock, IdGenerator, uuid7
 from ..models import (
     AppendResult,
+    BackfillProgress,
+    CancelResult,
     ClaimResult,
     ClearResult,
     CompletedAndClaimed,
@@ -40,6 +44,7 @@ from ..models import (
     DeadLetterQuery,
     FailResult,
     Head,
+    NewEvent,
     ReclaimResult,
     RedriveResult,
     ReleaseResult,
@@ -51,8 +56,8 @@ from ..models import (
     WorkerBeat,
     WorkerInfo,
 )
+from . import caller, clear, codec, log, monitoring, queries, snapshots
 from . import claims as claiming
-from . import clear, codec, log, monitoring, queries, snapshots
 from . import completions as outcomes
 from .connect import CONNECT_TIMEOUT, Pooler, Reach, ScrubPassword, check_pooler, pool_log
 from .database import Database, Finish, Tx
@@ -365,6 +370,11 @@ class PostgresStore(CheckedStore):
     async def _claim_any(self, args: ClaimAnyArgs) -> list[Head]:
         return await claiming.claim_any(self._db, args)
 
+    async def _next_due_in(self, consumers: Sequence[Consumer] | None) -> float | None:
+        params = {"now": self._db.now_param(), "names": log.names_of(consumers)}
+        [row] = await self._db.run(self._db.query("next_due"), params)
+        return None if row["due_in"] is None else float(row["due_in"])
+
     async def _renew_claims(self, args: HeldClaimsArgs) -> RenewResult:
         return await self._db.write(lambda tx: claiming.renew_claims(tx, args), idempotent=True)
 
@@ -427,6 +437,11 @@ class PostgresStore(CheckedStore):
     async def _redrive(self, args: RedriveArgs, wake: Sequence[Consumer]) -> RedriveResult:
         return await self._db.write(lambda tx: outcomes.redrive(tx, args, wake), idempotent=False)
 
+    async def _cancel_head(self, args: CancelArgs, wake: Sequence[Consumer]) -> CancelResult:
+        return await self._db.write(
+            lambda tx: outcomes.cancel_head(tx, args, wake), idempotent=False
+        )
+
     # -- state snapshots -------------------------------------------------------------------
 
     async def _read_state(self, args: ReadStateArgs) -> StateRead:
@@ -454,8 +469,30 @@ class PostgresStore(CheckedStore):
     async def _unregister_consumers(self, names: list[str]) -> None:
         await self._registry.unregister(names)
 
+    async def _pause_consumers(self, names: list[str]) -> None:
+        await self._registry.pause(names)
+
+    async def _resume_consumers(self, names: list[str]) -> None:
+        self._announce((), await self._registry.resume(names))
+
     async def _registered_consumers(self) -> list[Consumer]:
         return await self._registry.registered()
+
+    async def _backfill_state(self, name: str) -> tuple[Consumer, BackfillProgress] | None:
+        return await self._registry.backfill_state(name)
+
+    async def _record_backfill(
+        self,
+        name: str,
+        seen: BackfillProgress,
+        *,
+        after: str | None,
+        sessions: int,
+        done: bool,
+    ) -> BackfillProgress | None:
+        return await self._registry.record_backfill(
+            name, seen, after=after, sessions=sessions, done=done
+        )
 
     # -- monitoring ------------------------------------------------------------------------
     # Each is one statement on indexes that hold only the rows it reads (see monitoring.sql).
@@ -475,3 +512,44 @@ class PostgresStore(CheckedStore):
 
     async def _list_workers(self) -> list[WorkerInfo]:
         return await monitoring.workers(self._db)
+
+    # -- appending in the caller's own transaction -----------------------------------------
+
+    async def append_in(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        session_id: str,
+        events: Sequence[NewEvent],
+        *,
+        consumers: Sequence[Consumer] | None = None,
+        origin_index: int | None = None,
+    ) -> AppendResult:
+        """``append`` on the application's own connection, inside its open transaction: the
+        events commit or roll back with the application's rows, and the wakeup (NOTIFY)
+        goes out only when it commits. The same checks, results and rules as ``append``.
+
+        ``conn`` must be idle in a transaction (``async with conn.transaction():``), or
+        idle and not in autocommit (the append begins the transaction; you commit it).
+        Nothing is committed, prepared or set on it, and the store's pool is not
+        used; ``consumers=None`` reads the registry in your transaction (naming them saves
+        that round trip). The session's row stays locked until you commit: a long
+        transaction holds back that session's other writes. See docs/concepts/outbox.md.
+        """
+        self._check_open()
+        db = self._db
+        on = caller.Caller(
+            caller.check_connection(conn),
+            statements=db.statements,
+            channel=db.channel,
+            clock=db.clock,
+            new_id=db.new_id,
+        )
+        async with on:
+            args, wake = await self._prepare_append(
+                session_id,
+                events,
+                consumers=consumers,
+                origin_index=origin_index,
+                wake_set=on.wake_set,
+            )
+            return await on.append(args, wake)

@@ -13,10 +13,9 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from psycopg import AsyncConnection
-
+from ..contract.rules import due_at
 from ..contract.values import CheckedEvent
 from ..ids import IdGenerator
 from ..models import Cause, Consumer, StoredEvent
@@ -33,6 +32,13 @@ def columns(*names: str) -> Columns:
 def push(table: Columns, *values: Any) -> None:
     for values_of, value in zip(table.values(), values, strict=True):
         values_of.append(value)
+
+
+class Executes(Protocol):
+    """What ``WritePlan.apply`` uses of a connection: the store's own ``AsyncConnection``,
+    or ``caller.py``'s stand-in for an application's connection (never prepared)."""
+
+    async def execute(self, query: bytes, params: dict[str, Any]) -> object: ...
 
 
 @dataclass(slots=True)
@@ -65,14 +71,17 @@ class WritePlan:
         )
     )
     event_cursors: Columns = field(
-        default_factory=lambda: columns("session_ids", "consumers", "keys", "idxs")
+        default_factory=lambda: columns("session_ids", "consumers", "keys", "idxs", "dues")
     )
     event_cursor_keys: set[tuple[str, str, str]] = field(default_factory=set)
     """The ``(session_id, consumer, cursor_key)`` of ``event_cursors``."""
     lane_events: Columns = field(
-        default_factory=lambda: columns("session_ids", "consumers", "lanes", "idxs")
+        default_factory=lambda: columns("session_ids", "consumers", "lanes", "idxs", "dues")
     )
-    lane_heads: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    lane_heads: dict[tuple[str, str, str], tuple[int, datetime | None]] = field(
+        default_factory=dict
+    )
+    """Each lane's first event in this plan, with its due time: an idle lane takes it."""
     wakes: dict[tuple[str, str, str], tuple[str, str | None, int]] = field(default_factory=dict)
     refreshes: dict[tuple[str, str, str], str | None] = field(default_factory=dict)
     lane_finishes: Columns = field(
@@ -139,13 +148,14 @@ class WritePlan:
             )
             for target in dict.fromkeys(event.targets):
                 self.touched.add(session_id)
+                due = due_at(target.not_before, self.now)
                 if target.lane is None:
                     key = codec.cursor_key(None, index)
-                    push(self.event_cursors, session_id, target.consumer, key, index)
+                    push(self.event_cursors, session_id, target.consumer, key, index, due)
                     self.event_cursor_keys.add((session_id, target.consumer, key))
                     continue
-                push(self.lane_events, session_id, target.consumer, target.lane, index)
-                self.lane_heads.setdefault((session_id, target.consumer, target.lane), index)
+                push(self.lane_events, session_id, target.consumer, target.lane, index, due)
+                self.lane_heads.setdefault((session_id, target.consumer, target.lane), (index, due))
         session.head = base + len(events)
         if events:
             self.appended.add(session_id)
@@ -217,7 +227,7 @@ class WritePlan:
 
     async def apply(
         self,
-        conn: AsyncConnection[Any],
+        conn: Executes,
         *,
         statements: Statements,
     ) -> None:
@@ -255,9 +265,9 @@ class WritePlan:
         return table
 
     def _lane_heads(self) -> Columns:
-        table = columns("session_ids", "consumers", "keys", "lanes", "idxs")
-        for (session_id, consumer, lane), index in self.lane_heads.items():
-            push(table, session_id, consumer, codec.cursor_key(lane, 0), lane, index)
+        table = columns("session_ids", "consumers", "keys", "lanes", "idxs", "dues")
+        for (session_id, consumer, lane), (index, due) in self.lane_heads.items():
+            push(table, session_id, consumer, codec.cursor_key(lane, 0), lane, index, due)
         return table
 
     def _refreshes(self) -> Columns:

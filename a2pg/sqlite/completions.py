@@ -12,11 +12,13 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import timedelta
 
-from ..contract.args import ClaimAnyArgs, CompletionItem, FailArgs, RedriveArgs
+from ..contract.args import CancelArgs, ClaimAnyArgs, CompletionItem, FailArgs, RedriveArgs
 from ..contract.rules import (
+    CANCELLED_ERROR,
     CompletedAttempt,
     attempt_is_live,
     claim_order,
+    held_until,
     judge_completion,
     judge_failure,
     mismatched_retry,
@@ -26,6 +28,7 @@ from ..contract.rules import (
 )
 from ..models import (
     AnyLane,
+    CancelResult,
     ClaimRef,
     Completed,
     CompletedAndClaimed,
@@ -201,3 +204,39 @@ def redrive(tx: Tx, args: RedriveArgs, wake: Sequence[Consumer]) -> RedriveResul
         tx.run("retry_head", {**key, "idx": args.index, "now": tx.now_us})
         tx.work.add(sid)
     return RedriveResult(True, has_pending(tx.conn, session, args.consumers))
+
+
+def cancel_head(tx: Tx, args: CancelArgs, wake: Sequence[Consumer]) -> CancelResult:
+    """Skips or dead-letters a live head (see ``CheckedStore.cancel_head``); ``ANY_LANE``
+    takes the first in claim order."""
+    sid = args.session_id
+    session = tx.session(sid)
+    if not session.exists:
+        return CancelResult(False, None, False)
+    live = [
+        row
+        for row in tx.rows(
+            "live_cursors_at", {"session_id": sid, "consumer": args.consumer, "idx": args.index}
+        )
+        if args.index > session.clear_index
+        and (isinstance(args.lane, AnyLane) or row["lane"] == args.lane)
+    ]
+    row = min(
+        live,
+        key=lambda r: claim_order(ClaimRef(r["consumer"], r["lane"], args.index)),
+        default=None,
+    )
+    if row is None:
+        return CancelResult(False, None, has_pending(tx.conn, session, args.consumers))
+    key = {"session_id": sid, "consumer": args.consumer, "cursor_key": row["cursor_key"]}
+    lease_end = held_until(row["claim_holder"], codec.maybe_time(row["claim_expires_at"]), tx.now)
+    if args.action == "dead_letter":
+        dead = {**key, "idx": args.index, "now": tx.now_us, "error": CANCELLED_ERROR}
+        tx.run("cancel_dead_letter", dead)
+        release_pins(tx, sid, args.consumer, row["cursor_key"], args.index)
+    else:
+        refresh_types(tx, sid, wake)
+        advance(tx, session, row, CompletedAttempt(None, ()))
+        if lease_end is not None and row["kind"] != "event":
+            tx.run("hold_cursor_until", {**key, "until": codec.micros(lease_end)})
+    return CancelResult(True, lease_end, has_pending(tx.conn, session, args.consumers))

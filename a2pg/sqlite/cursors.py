@@ -79,7 +79,14 @@ def _start_targets(tx: Tx, session: SessionHead, checked: CheckedEvent, index: i
     the consumer's lane (an idle or new lane cursor takes it as its head)."""
     sid = session.session_id
     for target in dict.fromkeys(checked.event.targets):
-        params = {"session_id": sid, "consumer": target.consumer, "idx": index, "now": tx.now_us}
+        due = tx.due_us(target.not_before)
+        params = {
+            "session_id": sid,
+            "consumer": target.consumer,
+            "idx": index,
+            "now": tx.now_us,
+            "due": due,
+        }
         if target.lane is None:
             tx.run("insert_event_cursor", {**params, "cursor_key": codec.cursor_key(None, index)})
             tx.work.add(sid)
@@ -193,6 +200,7 @@ def advance(tx: Tx, session: SessionHead, cursor: sqlite3.Row, done: CompletedAt
     returned = None if done.attempt is None else codec.ids_json(done.ids)
     params = {"session_id": sid, "consumer": consumer, "cursor_key": key}
     following: int | None = None
+    due: int | None = None
     if kind == "lane":
         lane = cursor["lane"]
         lane_params = {"session_id": sid, "consumer": consumer, "lane": lane, "idx": finished}
@@ -200,6 +208,8 @@ def advance(tx: Tx, session: SessionHead, cursor: sqlite3.Row, done: CompletedAt
         after = max(finished, session.clear_index)
         row = tx.one("next_lane_head", {**lane_params, "after": after})
         following = None if row is None or row["next"] is None else int(row["next"])
+        if row is not None and row["due"] is not None and int(row["due"]) > tx.now_us:
+            due = int(row["due"])
     else:
         if kind == "log":  # its types as they are now: the caller may have refreshed them
             current = select_cursor(tx.conn, sid, consumer, key)
@@ -208,7 +218,7 @@ def advance(tx: Tx, session: SessionHead, cursor: sqlite3.Row, done: CompletedAt
         if done.attempt is not None:
             record = {"idx": finished, "attempt": done.attempt, "returned": returned}
             tx.run("record_completion", {**params, **record})
-    tx.run("move_cursor", {**params, "next": following, "now": tx.now_us})
+    tx.run("move_cursor", {**params, "next": following, "now": tx.now_us, "due": due})
     if following is not None:
         tx.work.add(sid)
 

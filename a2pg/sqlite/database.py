@@ -19,9 +19,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from ..contract.rules import due_at
 from ..errors import A2Error
 from ..ids import Clock, IdGenerator
 from . import codec
@@ -90,6 +91,11 @@ class Tx:
     @property
     def now_us(self) -> int:
         return codec.micros(self.now)
+
+    def due_us(self, not_before: datetime | timedelta | None) -> int | None:
+        """A target's due time as stored, if later than this transaction's time."""
+        due = due_at(not_before, self.now)
+        return None if due is None else codec.micros(due)
 
     def one(self, name: str, params: Params | None = None) -> sqlite3.Row | None:
         return one(self.conn, name, params)

@@ -7,31 +7,57 @@ import sqlite3
 from datetime import datetime
 
 from ..contract.params import beat_row, dead_letter_page
-from ..models import ConsumerStats, DeadLetterQuery, Head, WorkerBeat, WorkerInfo
+from ..models import (
+    BackfillProgress,
+    ConsumerStats,
+    DeadLetterQuery,
+    Head,
+    WorkerBeat,
+    WorkerInfo,
+)
 from . import codec
 from .database import Tx, rows
 
 
 def consumer_stats(conn: sqlite3.Connection, now: datetime) -> list[ConsumerStats]:
-    """Per consumer registered or holding heads, by name (see the ``consumer_stats``
-    statement); the lag is counted on the store's clock."""
-    now_us = codec.micros(now)
-    return [
-        ConsumerStats(
-            row["consumer"],
-            int(row["ready"]),
-            int(row["claimed"]),
-            int(row["backing_off"]),
-            int(row["dead_letters"]),
-            int(row["blocked_lanes"]),
-            int(row["blocked"]),
-            None
-            if row["oldest_ready"] is None
-            else (now - codec.time_of(row["oldest_ready"])).total_seconds(),
-            bool(row["registered"]),
-        )
-        for row in rows(conn, "consumer_stats", {"now": now_us})
-    ]
+    """Per consumer holding heads, registered, paused or served by a live worker, by name
+    (see the ``consumer_stats`` statement); the lags are counted on the store's clock."""
+    return [_stats(row, now) for row in rows(conn, "consumer_stats", {"now": codec.micros(now)})]
+
+
+def _stats(row: sqlite3.Row, now: datetime) -> ConsumerStats:
+    return ConsumerStats(
+        row["consumer"],
+        int(row["ready"]),
+        int(row["claimed"]),
+        int(row["backing_off"]),
+        int(row["dead_letters"]),
+        int(row["blocked_lanes"]),
+        int(row["blocked"]),
+        _age(row["oldest_ready"], now),
+        bool(row["registered"]),
+        scheduled=int(row["scheduled"]),
+        paused=bool(row["paused"]),
+        backfill=_backfill(row),
+        oldest_blocked_age=_age(row["oldest_blocked"], now),
+        served_by=int(row["served_by"]),
+    )
+
+
+def _age(since_us: int | None, now: datetime) -> float | None:
+    return None if since_us is None else (now - codec.time_of(since_us)).total_seconds()
+
+
+def _backfill(row: sqlite3.Row) -> BackfillProgress | None:
+    """The registration's backfill columns; none before a backfill started."""
+    if row["backfill_started_at"] is None:
+        return None
+    return BackfillProgress(
+        started_at=codec.time_of(row["backfill_started_at"]),
+        sessions=int(row["backfill_sessions"]),
+        after=row["backfill_after"],
+        done_at=codec.maybe_time(row["backfill_done_at"]),
+    )
 
 
 def find_dead_letters(conn: sqlite3.Connection, query: DeadLetterQuery) -> list[Head]:

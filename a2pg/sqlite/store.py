@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..contract.args import (
     AppendArgs,
+    CancelArgs,
     ClaimAnyArgs,
     ClaimArgs,
     ClearArgs,
@@ -29,6 +30,8 @@ from ..front import CheckedStore
 from ..ids import Clock, IdGenerator, system_clock, uuid7
 from ..models import (
     AppendResult,
+    BackfillProgress,
+    CancelResult,
     ClaimResult,
     ClearResult,
     CompletedAndClaimed,
@@ -39,6 +42,7 @@ from ..models import (
     DeadLetterQuery,
     FailResult,
     Head,
+    NewEvent,
     ReclaimResult,
     RedriveResult,
     ReleaseResult,
@@ -50,8 +54,8 @@ from ..models import (
     WorkerBeat,
     WorkerInfo,
 )
+from . import caller, clear, codec, log, monitoring, snapshots
 from . import claims as claiming
-from . import clear, log, monitoring, snapshots
 from . import completions as outcomes
 from .connection import (
     BUSY_TIMEOUT,
@@ -64,7 +68,7 @@ from .connection import (
     outage,
     use_wal,
 )
-from .database import Database
+from .database import Database, one
 from .layout import LayoutStatus, inspect_connection
 from .migrate import upgrade
 from .presence import SqlitePresence
@@ -274,6 +278,14 @@ class SqliteStore(CheckedStore):
     async def _claim_available(self, args: ClaimArgs, wake: Sequence[Consumer]) -> ClaimResult:
         return await self._db.write(lambda tx: claiming.claim_available(tx, args, wake))
 
+    async def _next_due_in(self, consumers: Sequence[Consumer] | None) -> float | None:
+        now = self._db.now()
+        params = {"now": codec.micros(now), "names": codec.names_json(consumers)}
+        row = await self._db.read(lambda conn: one(conn, "next_due", params))
+        if row is None or row["due"] is None:
+            return None
+        return (int(row["due"]) - codec.micros(now)) / 1_000_000
+
     async def _claim_any(self, args: ClaimAnyArgs) -> list[Head]:
         """One write transaction: what another process claims meanwhile waits for it, then
         sees these claimed."""
@@ -304,6 +316,9 @@ class SqliteStore(CheckedStore):
     async def _redrive(self, args: RedriveArgs, wake: Sequence[Consumer]) -> RedriveResult:
         return await self._db.write(lambda tx: outcomes.redrive(tx, args, wake))
 
+    async def _cancel_head(self, args: CancelArgs, wake: Sequence[Consumer]) -> CancelResult:
+        return await self._db.write(lambda tx: outcomes.cancel_head(tx, args, wake))
+
     # -- state snapshots -------------------------------------------------------------------
 
     async def _read_state(self, args: ReadStateArgs) -> StateRead:
@@ -328,8 +343,30 @@ class SqliteStore(CheckedStore):
     async def _unregister_consumers(self, names: list[str]) -> None:
         await self._registry.unregister(names)
 
+    async def _pause_consumers(self, names: list[str]) -> None:
+        await self._registry.pause(names)
+
+    async def _resume_consumers(self, names: list[str]) -> None:
+        await self._registry.resume(names)
+
     async def _registered_consumers(self) -> list[Consumer]:
         return await self._registry.registered()
+
+    async def _backfill_state(self, name: str) -> tuple[Consumer, BackfillProgress] | None:
+        return await self._registry.backfill_state(name)
+
+    async def _record_backfill(
+        self,
+        name: str,
+        seen: BackfillProgress,
+        *,
+        after: str | None,
+        sessions: int,
+        done: bool,
+    ) -> BackfillProgress | None:
+        return await self._registry.record_backfill(
+            name, seen, after=after, sessions=sessions, done=done
+        )
 
     # -- monitoring ------------------------------------------------------------------------
 
@@ -349,3 +386,39 @@ class SqliteStore(CheckedStore):
 
     async def _list_workers(self) -> list[WorkerInfo]:
         return await self._db.read(lambda conn: monitoring.workers(conn, self._db.now()))
+
+    # -- appending in the caller's own transaction -----------------------------------------
+
+    async def append_in(
+        self,
+        conn: sqlite3.Connection,
+        session_id: str,
+        events: Sequence[NewEvent],
+        *,
+        consumers: Sequence[Consumer] | None = None,
+        origin_index: int | None = None,
+    ) -> AppendResult:
+        """``append`` on the application's own ``sqlite3`` connection to this store's file,
+        inside its open transaction: the events commit or roll back with the application's
+        rows, and streams and wakeups (this store's and others') see them only once it
+        commits. The same checks, results and rules as ``append``.
+
+        ``conn`` must be in a transaction (``conn.in_transaction``), or idle in Python's
+        default non-autocommit mode (the append begins one with ``BEGIN IMMEDIATE``; you
+        commit it). Its statements run on the calling thread (a ``sqlite3`` connection
+        belongs to its thread), nothing is committed and ``row_factory`` is left alone.
+        The transaction holds the file's write lock until you commit: every other write
+        to the file waits meanwhile. See docs/concepts/outbox.md.
+        """
+        self._check_open()
+        on = caller.Caller(
+            caller.check_connection(conn),
+            path=self._path,
+            clock=self._db.clock,
+            new_id=self._db.new_id,
+        )
+        on.check_file()
+        args, wake = await self._prepare_append(
+            session_id, events, consumers=consumers, origin_index=origin_index, wake_set=on.wake_set
+        )
+        return on.append(args, wake)

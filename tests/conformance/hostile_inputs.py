@@ -304,7 +304,17 @@ def listing(item: SearchStrategy[Any], limit: int, valid_item: Any) -> SearchStr
 
 MODEL_GARBAGE = st.sampled_from([None, 1, "c", ("c", None, 1), {"consumer": "c"}, Opaque()])
 
-target = mix(st.builds(Target, consumer_name, lane), MODEL_GARBAGE)
+not_before = st.one_of(
+    st.none(),
+    moment,
+    st.sampled_from([timedelta(0), timedelta(seconds=5), timedelta(seconds=-1), 5, "soon"]),
+    st.timedeltas(),
+)
+target = mix(
+    st.builds(Target, consumer_name, lane),
+    MODEL_GARBAGE,
+    st.builds(Target, consumer_name, lane, not_before),
+)
 claim_ref = mix(
     st.builds(ClaimRef, consumer_name, lane, index),
     MODEL_GARBAGE,
@@ -660,6 +670,22 @@ OPERATIONS: dict[str, SearchStrategy[Case]] = {
         action=mix(st.sampled_from(["retry", "skip"]), st.sampled_from(["RETRY", "", "skip "])),
         consumers=consumers,
     ),
+    "cancel_head": _case(
+        "cancel_head",
+        session_id,
+        consumer=consumer_name,
+        index=index,
+        action=mix(
+            st.sampled_from(["skip", "dead_letter"]), st.sampled_from(["SKIP", "", "retry"])
+        ),
+        consumers=consumers,
+    ),
+    "next_due_in": _case("next_due_in", consumers=consumers),
+    "backfill": _case(
+        "backfill",
+        consumer_name,
+        limit=st.one_of(st.just(OMIT), mix(st.integers(1, 101), st.sampled_from(INTS))),
+    ),
     "read_state": _case("read_state", session_id, name, through=bound),
     "put_snapshots": _case(
         "put_snapshots",
@@ -680,6 +706,10 @@ OPERATIONS: dict[str, SearchStrategy[Case]] = {
     ),
     "unregister_consumers": _case(
         "unregister_consumers", listing(consumer_name, LIMITS.max_consumers, "c")
+    ),
+    "pause_consumers": _case("pause_consumers", listing(consumer_name, LIMITS.max_consumers, "c")),
+    "resume_consumers": _case(
+        "resume_consumers", listing(consumer_name, LIMITS.max_consumers, "c")
     ),
     "registered_consumers": _case("registered_consumers"),
     "sessions": _case(
@@ -714,6 +744,7 @@ OPERATIONS: dict[str, SearchStrategy[Case]] = {
 READ_ONLY = frozenset(
     {
         "read",
+        "next_due_in",
         "cursors",
         "dead_letters",
         "read_state",

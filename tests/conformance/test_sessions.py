@@ -3,6 +3,8 @@ its dead lanes hold back, and when its newest event was appended."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from a2pg import SessionInfo, Target
 from a2pg.ids import FakeClock
 from a2pg.store import Store
@@ -74,3 +76,23 @@ async def test_a_dead_lettered_log_head_holds_back_the_later_events_it_takes(
     await append(store, "s", ev("order"), ev("note"), ev("order"), consumers=[audit])
     [info] = await store.sessions()
     assert (info.pending, info.dead_letters, info.blocked) == (0, 1, 2)
+
+
+async def test_pending_counts_heads_not_queued_events_and_delayed_heads_too(
+    store: Store,
+) -> None:
+    """One lane head with two events queued behind it, one delayed event head: 2 pending."""
+    lane = Target("c", "x")
+    later = Target("d", not_before=timedelta(minutes=5))
+    await append(store, "s", ev(to=[lane]), ev(to=[lane]), ev(to=[lane]), ev(to=[later]))
+    [info] = await store.sessions()
+    assert (info.pending, info.dead_letters, info.blocked) == (2, 0, 0)
+
+
+async def test_a_session_whose_only_work_is_blocked_has_none_pending(store: Store) -> None:
+    """A dead head at index 1 holding back the rest of its lane: pending 0, all blocked."""
+    lane = Target("c", "x")
+    await append(store, "s", *(ev(to=[lane]) for _ in range(30)))
+    await fail(store, await claim_one(store, "s"), max_failures=1)
+    [info] = await store.sessions()
+    assert (info.pending, info.dead_letters, info.blocked) == (0, 1, 29)

@@ -356,6 +356,40 @@ class StoreModel(ModelMachine):
             ),
         )
 
+    @precondition(ModelMachine.has_cursors)
+    @rule(
+        session_id=u.any_session,
+        pick=u.picks,
+        dead_letter=st.booleans(),
+        consumers=u.declared,
+        by_lane=st.booleans(),
+    )
+    def cancel_head(
+        self,
+        session_id: str,
+        pick: int,
+        dead_letter: bool,
+        consumers: list[Consumer] | None,
+        by_lane: bool,
+    ) -> None:
+        """Names a live head (claimed or not) when the session has any, else a dead one."""
+        live = [
+            (c.consumer, c.lane, c.head) for c in self.cursors(session_id) if c.head is not None
+        ]
+        candidates = live or [(u.JOB, None, 1)]
+        consumer, lane, index = candidates[pick % len(candidates)]
+        self.both(
+            "cancel_head",
+            lambda s: s.cancel_head(
+                session_id,
+                consumer=consumer,
+                index=index,
+                action="dead_letter" if dead_letter else "skip",
+                consumers=consumers,
+                lane=lane if by_lane else ANY_LANE,
+            ),
+        )
+
     @precondition(ModelMachine.has_dead_letters)
     @rule(
         consumer=st.sampled_from((None, u.JOB, u.LANE, u.AUDIT)),
@@ -446,6 +480,23 @@ class StoreModel(ModelMachine):
     @rule(names=st.sampled_from(u.UNREGISTRATIONS))
     def unregister_consumers(self, names: list[str]) -> None:
         self.both("unregister_consumers", lambda s: s.unregister_consumers(names))
+
+    @rule(names=st.sampled_from(u.PAUSES))
+    def pause_consumers(self, names: list[str]) -> None:
+        """Later claims of both stores must skip the same heads."""
+        self.both("pause_consumers", lambda s: s.pause_consumers(names))
+
+    @rule(names=st.sampled_from(u.PAUSES))
+    def resume_consumers(self, names: list[str]) -> None:
+        self.both("resume_consumers", lambda s: s.resume_consumers(names))
+
+    @rule(
+        name=st.sampled_from((u.AUDIT, u.FEED, "unknown")),
+        limit=st.sampled_from((1, 2, 100)),
+    )
+    def backfill(self, name: str, limit: int) -> None:
+        """A batch of a registered log consumer's backfill (None when it has none)."""
+        self.both("backfill", lambda s: s.backfill(name, limit=limit))
 
     # -- workers ---------------------------------------------------------------------------
 
@@ -548,6 +599,10 @@ RULES: dict[str, str | None] = {
     "reclaim": "reclaim",
     "register_consumers": "register_consumers",
     "unregister_consumers": "unregister_consumers",
+    "pause_consumers": "pause_consumers",
+    "resume_consumers": "resume_consumers",
+    "cancel_head": "cancel_head",
+    "backfill": "backfill",
     "heartbeat": "heartbeat",
     "forget_workers": "forget_workers",
     "presence_write": "presence.write",
@@ -567,5 +622,9 @@ NOT_MODELLED: dict[str, str] = {
         "(LISTEN, in-process); tests/conformance/test_wakeups.py"
     ),
     "close": "ends the store: no step can follow it",
+    "next_due_in": (
+        "a float of seconds each backend computes by its own arithmetic (PostgreSQL's "
+        "epoch in float8): tests/conformance/test_delayed.py checks it on every backend"
+    ),
 }
 """Store members with no rule and not observed, and why."""

@@ -95,6 +95,8 @@ REGISTRATIONS: tuple[list[Consumer], ...] = (
     [Consumer(JOB), AUDIT_23],
 )
 UNREGISTRATIONS: tuple[list[str], ...] = ([AUDIT], [FEED], [AUDIT, FEED], [], [JOB])
+PAUSES: tuple[list[str], ...] = ([JOB], [LANE], [AUDIT], [JOB, LANE, AUDIT, FEED], ["nobody"])
+"""Who is paused or resumed: one targeted or log consumer, all four, a name with no work."""
 
 PROCESSES = (("box", 1), ("box", 2), ("other", 1))
 """A worker's host and pid: a holder beating from another process starts its row again."""

@@ -16,6 +16,11 @@ released as (
   returning 1
 )
 
+-- fragment: not_paused
+-- `c.consumer` is not paused (a2_consumer_pauses): an InitPlan, the paused names read once
+-- per statement, so the pick stays a range scan of its index with one more filter.
+c.consumer <> all(array(select p.consumer from {schema}.a2_consumer_pauses p))
+
 -- fragment: lease_ttl
 -- The column `ttl`: the lease as exact seconds. The parameter may arrive as days, and a
 -- timestamptz plus days moves by the session's TimeZone (23 or 25 hours across a DST
@@ -30,8 +35,9 @@ e.cause_lane as e_cause_lane, e.cause_index as e_cause_index,
 e.cause_attempt as e_cause_attempt
 
 -- name: claim_session
--- Claims every eligible head of one session (the caller holds the session row). A
--- lapsed claim counts a failure; reaching max_failures dead-letters the head instead.
+-- Claims every eligible head of one session (the caller holds the session row), paused
+-- consumers' heads apart. A lapsed claim counts a failure; reaching max_failures
+-- dead-letters the head instead.
 with t as (
   select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now,
          -- include: lease_ttl
@@ -47,6 +53,8 @@ with t as (
      and c.failed_at is null
      and (%(through)s::bigint is null or c.head <= %(through)s::bigint)
      and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
+     and
+         -- include: not_paused
      and not exists (
        select 1
          from rows from (pg_catalog.unnest(%(ex_consumers)s::text[]),
@@ -85,7 +93,8 @@ select k.*, (select clear_index from s) as clear_index,
           k.cursor_key collate "C";
 
 -- name: busy_until
--- Nothing was eligible: the earliest expiry among held or backing-off heads, if any.
+-- Nothing was eligible: the earliest expiry among held or backing-off heads, if any
+-- (a paused consumer's heads do not count: nothing claims them before a resume).
 select pg_catalog.min(c.claim_expires_at) as retry_at
   from {schema}.a2_cursors c
  where c.session_id = %(session_id)s
@@ -94,6 +103,8 @@ select pg_catalog.min(c.claim_expires_at) as retry_at
    and c.failed_at is null
    and (%(through)s::bigint is null or c.head <= %(through)s::bigint)
    and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
+   and
+       -- include: not_paused
    and not exists (
      select 1
        from rows from (pg_catalog.unnest(%(ex_consumers)s::text[]),
@@ -104,11 +115,17 @@ select pg_catalog.min(c.claim_expires_at) as retry_at
    and c.claim_expires_at > coalesce(%(now)s::timestamptz, pg_catalog.now());
 
 -- fragment: claim_any_picks
--- The CTEs `t` (the time, the lease) and `picked`'s select up to its where clause: the
--- oldest ready heads of every session. The including statement may add conditions, then
--- includes claim_any_claimed.
+-- The CTEs `t` (the time, the lease, the paused consumers) and `picked`'s select up to its
+-- where clause: the oldest ready heads of every session, paused consumers' apart. The
+-- paused names are read once, in `t` (outside `picked`, whose plan is a range scan of
+-- a2_cursors_ready alone); the test of "none paused" comes first, so the planner weighs
+-- the filter as a coin toss (it took `<> all` of an unknown array for 2% of the rows,
+-- and left the index for a bitmap scan and a sort), and the common case, nothing
+-- paused, checks no row. The including statement may add conditions, then includes
+-- claim_any_claimed.
 t as (
   select coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as now,
+         array(select p.consumer from {schema}.a2_consumer_pauses p) as paused,
          -- include: lease_ttl
 ), picked as (
   select c.session_id, c.consumer, c.cursor_key, c.ready_at as was_ready,
@@ -117,6 +134,8 @@ t as (
     from {schema}.a2_cursors c
    where c.ready_at <= (select now from t)
      and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
+     and ((select pg_catalog.cardinality(paused) = 0 from t)
+          or c.consumer <> all((select paused from t)::text[]))
 
 -- fragment: claim_any_claimed
 -- The rest of `picked` (its order, literal limit and SKIP LOCKED) and the CTE `claimed`
@@ -195,7 +214,7 @@ with done as (
   -- By row version: one changed since it was read (its ctid moved on) is not
   -- updated, and the completion counts as missed; the fence is checked again on the row.
   update {schema}.a2_cursors c
-     set position = c.head, head = null, ready_at = null,
+     set position = c.head, head = null, ready_at = null, claim_expires_at = null,
          completed_idx = c.head, completed_attempt = c.attempt_count,
          returned_event_ids = array[]::text[],
          -- include: no_attempts
@@ -303,10 +322,32 @@ select r.consumer, r.cursor_key, r.head,
   from released r;
 
 -- name: ready_sessions
--- The sessions whose oldest heads are claimable now: what a wakeups poll announces.
+-- The sessions whose oldest heads are claimable now: what a wakeups poll announces. A
+-- paused consumer's heads are not (no claim would take them, and a backlog of them
+-- would hide every other session's from the poll).
 select distinct r.session_id
   from (select c.session_id
           from {schema}.a2_cursors c
          where c.ready_at <= coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp())
+           and
+               -- include: not_paused
          order by c.ready_at
          limit %(limit)s::bigint) r;
+
+-- name: next_due
+-- next_due_in: seconds until the soonest readiness still to come of the served consumers'
+-- heads (a delay's, a backoff's or a lease's end), paused consumers' apart: a walk of
+-- a2_cursors_ready from now on that stops at the first served head.
+with t as (
+  select coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as now
+)
+select extract(epoch from (
+         select c.ready_at
+           from {schema}.a2_cursors c
+          where c.ready_at > t.now
+            and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
+            and
+                -- include: not_paused
+          order by c.ready_at
+          limit 1) - t.now)::float8 as due_in
+  from t;

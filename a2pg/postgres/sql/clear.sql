@@ -7,7 +7,7 @@ update {schema}.a2_sessions set head = %(marker)s::bigint, clear_index = %(marke
 
 -- name: restart_log_cursors
 update {schema}.a2_cursors
-   set position = %(marker)s::bigint, head = null, ready_at = null,
+   set position = %(marker)s::bigint, head = null, ready_at = null, claim_expires_at = null,
        completed_idx = null, completed_attempt = null, returned_event_ids = null,
        -- include: no_attempts
  where session_id = %(session_id)s and kind = 'log';

@@ -22,11 +22,26 @@ case c.kind
         and (c.types is null or e.event_type = any(c.types)))
 end as next_head
 
+-- fragment: lane_due
+-- The column `lane_due`: when next_head is a lane's queued event, the time a delayed
+-- target (Target.not_before) holds it until (null: none; a past one holds nothing). One
+-- more primary-key probe, for lane cursors only.
+case when c.kind = 'lane' then
+  (select l.not_before
+     from {schema}.a2_lane_events l
+    where l.session_id = c.session_id and l.consumer = c.consumer
+      and l.lane = c.lane and not l.done
+      and l.idx > greatest(c.head, s.clear_index)
+    order by l.idx
+    limit 1)
+end as lane_due
+
 -- fragment: no_attempts
 -- The last assignments of an update that gives a cursor a new head (or none): no
--- attempts, claim or failures carry over to it.
+-- attempts, claim or failures carry over to it. The including statement sets
+-- `claim_expires_at` itself: null, or the new head's due time (lane_due).
 attempt_count = 0, first_claimed_at = null, last_claimed_at = null,
-claim_holder = null, claim_expires_at = null, failure_count = 0,
+claim_holder = null, failure_count = 0,
 last_failed_at = null, last_failed_attempt = null, last_error = null,
 failed_at = null
 
@@ -63,6 +78,8 @@ with k as (
 ), moved as (
   select c.session_id, c.consumer, c.cursor_key, k.record, k.attempt, k.returned,
          -- include: next_head
+         ,
+         -- include: lane_due
     from k
     join {schema}.a2_cursors c
       on c.session_id = k.session_id and c.consumer = k.consumer
@@ -72,7 +89,9 @@ with k as (
 update {schema}.a2_cursors c
    set position = c.head,
        head = m.next_head,
-       ready_at = case when m.next_head is null then null else %(now)s::timestamptz end,
+       ready_at = case when m.next_head is null then null
+                       else greatest(%(now)s::timestamptz, m.lane_due) end,
+       claim_expires_at = case when m.lane_due > %(now)s::timestamptz then m.lane_due end,
        completed_idx = case when m.record then c.head else c.completed_idx end,
        completed_attempt = case when m.record then m.attempt else c.completed_attempt end,
        returned_event_ids = case
@@ -100,6 +119,8 @@ with k as (
 ), moved as (
   select c.session_id, c.consumer, c.cursor_key, c.kind, c.lane, c.head, k.attempt,
          -- include: next_head
+         ,
+         -- include: lane_due
     from k
     join {schema}.a2_cursors c
       on c.session_id = k.session_id and c.consumer = k.consumer
@@ -112,7 +133,10 @@ with k as (
      set position = c.head,
          head = m.next_head,
          ready_at = case when m.next_head is null then null
-                         else coalesce(%(now)s::timestamptz, pg_catalog.now()) end,
+                         else greatest(coalesce(%(now)s::timestamptz, pg_catalog.now()),
+                                       m.lane_due) end,
+         claim_expires_at = case when m.lane_due > coalesce(%(now)s::timestamptz, pg_catalog.now())
+                                 then m.lane_due end,
          completed_idx = case when m.kind = 'lane' then c.completed_idx else c.head end,
          completed_attempt = case when m.kind = 'lane' then c.completed_attempt
                                   else m.attempt end,
@@ -187,3 +211,47 @@ update {schema}.a2_cursors c
    set failed_at = null, failure_count = 0, ready_at = %(now)s::timestamptz
  where c.session_id = %(session_id)s and c.consumer = %(consumer)s
    and c.cursor_key = %(cursor_key)s and c.head = %(idx)s::bigint;
+
+-- name: live_head
+-- cancel_head naming no lane: the consumer's live head at idx (not dead-lettered, above
+-- the clear index) that claims order first (an event cursor's key '#<idx>' sorts before
+-- any lane's 'L<lane>').
+select c.*
+  from {schema}.a2_cursors c
+  join {schema}.a2_sessions s on s.session_id = c.session_id
+ where c.session_id = %(session_id)s and c.consumer = %(consumer)s
+   and c.head = %(idx)s::bigint and c.failed_at is null and c.head > s.clear_index
+ order by c.cursor_key collate "C"
+ limit 1
+   for update of c;
+
+-- name: live_head_of_cursor
+-- cancel_head naming a lane (or None, the event cursor): that one cursor's head, if live
+-- at idx.
+select c.*
+  from {schema}.a2_cursors c
+  join {schema}.a2_sessions s on s.session_id = c.session_id
+ where c.session_id = %(session_id)s and c.consumer = %(consumer)s
+   and c.cursor_key = %(cursor_key)s
+   and c.head = %(idx)s::bigint and c.failed_at is null and c.head > s.clear_index
+   for update of c;
+
+-- name: cancel_dead_letter
+-- cancel_head's dead_letter: the head is dead from now, its claim (if any) gone, so the
+-- attempt still running is superseded; no failure is counted.
+update {schema}.a2_cursors c
+   set failed_at = %(now)s::timestamptz, last_error = %(error)s,
+       claim_holder = null, claim_expires_at = null, ready_at = null
+ where c.session_id = %(session_id)s and c.consumer = %(consumer)s
+   and c.cursor_key = %(cursor_key)s and c.head = %(idx)s::bigint;
+
+-- name: hold_cursor_until
+-- After cancel_head skipped a head under a live lease: the cursor's next head (if any)
+-- is held back until that lease would have lapsed, as a delay holds it.
+update {schema}.a2_cursors c
+   set ready_at = greatest(c.ready_at, %(until)s::timestamptz),
+       claim_expires_at = greatest(coalesce(c.claim_expires_at, %(until)s::timestamptz),
+                                   %(until)s::timestamptz)
+ where c.session_id = %(session_id)s and c.consumer = %(consumer)s
+   and c.cursor_key = %(cursor_key)s and c.head is not null
+   and c.failed_at is null and c.claim_holder is null;

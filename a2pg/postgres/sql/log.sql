@@ -177,44 +177,52 @@ select k.session_id, k.idx, k.event_id, k.event_type, k.payload::json, %(now)s::
              cause_index, cause_attempt);
 
 -- name: insert_event_cursors
+-- `dues`: each delayed target's due time (rules.due_at; null: claimable now). A delayed
+-- head is held back as a backoff is, by claim_expires_at with no holder.
 insert into {schema}.a2_cursors (session_id, consumer, cursor_key, kind, lane, position, head,
-                                 ready_at)
+                                 ready_at, claim_expires_at)
 select k.session_id, k.consumer, k.cursor_key, 'event', null, k.idx - 1, k.idx,
-       %(now)s::timestamptz
+       coalesce(k.due, %(now)s::timestamptz), k.due
   from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
                   pg_catalog.unnest(%(consumers)s::text[]),
                   pg_catalog.unnest(%(keys)s::text[]),
-                  pg_catalog.unnest(%(idxs)s::bigint[]))
-       as k (session_id, consumer, cursor_key, idx);
+                  pg_catalog.unnest(%(idxs)s::bigint[]),
+                  pg_catalog.unnest(%(dues)s::timestamptz[]))
+       as k (session_id, consumer, cursor_key, idx, due);
 
 -- name: insert_lane_events
-insert into {schema}.a2_lane_events (session_id, consumer, lane, idx)
-select k.session_id, k.consumer, k.lane, k.idx
+-- `dues`: as insert_event_cursors'; the lane's head is held until then once it reaches
+-- the event (lane_due, completions.sql).
+insert into {schema}.a2_lane_events (session_id, consumer, lane, idx, not_before)
+select k.session_id, k.consumer, k.lane, k.idx, k.due
   from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
                   pg_catalog.unnest(%(consumers)s::text[]),
                   pg_catalog.unnest(%(lanes)s::text[]),
-                  pg_catalog.unnest(%(idxs)s::bigint[]))
-       as k (session_id, consumer, lane, idx)
+                  pg_catalog.unnest(%(idxs)s::bigint[]),
+                  pg_catalog.unnest(%(dues)s::timestamptz[]))
+       as k (session_id, consumer, lane, idx, due)
 on conflict do nothing;
 
 -- name: queue_lane_heads
 -- An idle lane cursor (or one left below the clear marker) takes the lane's first new
 -- event; a busy one keeps its head and reaches the new events when it advances.
 insert into {schema}.a2_cursors as c (session_id, consumer, cursor_key, kind, lane, position, head,
-                             ready_at)
+                             ready_at, claim_expires_at)
 select k.session_id, k.consumer, k.cursor_key, 'lane', k.lane, s.clear_index, k.idx,
-       %(now)s::timestamptz
+       coalesce(k.due, %(now)s::timestamptz), k.due
   from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
                   pg_catalog.unnest(%(consumers)s::text[]),
                   pg_catalog.unnest(%(keys)s::text[]),
                   pg_catalog.unnest(%(lanes)s::text[]),
-                  pg_catalog.unnest(%(idxs)s::bigint[]))
-       as k (session_id, consumer, cursor_key, lane, idx)
+                  pg_catalog.unnest(%(idxs)s::bigint[]),
+                  pg_catalog.unnest(%(dues)s::timestamptz[]))
+       as k (session_id, consumer, cursor_key, lane, idx, due)
   join {schema}.a2_sessions s on s.session_id = k.session_id
 on conflict (session_id, consumer, cursor_key) do update set
   head = excluded.head,
   position = greatest(c.position, excluded.position),
   ready_at = excluded.ready_at,
+  claim_expires_at = excluded.claim_expires_at,
   -- include: no_attempts
 where c.head is null or c.head <= excluded.position;
 
@@ -353,6 +361,7 @@ lane_events as (
     head = excluded.head,
     position = greatest(c.position, excluded.position),
     ready_at = excluded.ready_at,
+    claim_expires_at = null,
     -- include: no_attempts
   where c.head is null or c.head <= excluded.position
   returning consumer

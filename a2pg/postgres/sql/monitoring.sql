@@ -22,9 +22,14 @@ case when c.failed_at is null or c.kind = 'event' then 0
 end
 
 -- name: consumer_stats
--- Per consumer holding heads or registered, by name. `live` walks a2_cursors_ready (no
--- session lookup: a head at or below its clear index has no ready_at); `dead` and
--- `blocked` walk a2_cursors_dead and drop the dead heads a clear left for reclaim.
+-- Per consumer holding heads, registered, paused or named by a live worker's heartbeat,
+-- by name (zeros where it has nothing). `live` walks a2_cursors_ready (no session lookup:
+-- a head at or below its clear index has no ready_at); a live head not ready and without
+-- a holder backs off after a failure, else waits for its target's not_before
+-- (`scheduled`). `dead` and `blocked` walk a2_cursors_dead and drop the dead heads a
+-- clear left for reclaim. `served` counts the workers not stale (WorkerInfo.stale: not
+-- seen for three intervals) naming each consumer; a2_workers, a2_consumers and
+-- a2_consumer_pauses hold a row per worker or consumer, never per session.
 with t as (
   select coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as now
 ), live as (
@@ -32,8 +37,10 @@ with t as (
          pg_catalog.count(*) filter (where c.ready_at <= t.now) as ready,
          pg_catalog.count(*) filter (where c.ready_at > t.now and c.claim_holder is not null)
            as claimed,
-         pg_catalog.count(*) filter (where c.ready_at > t.now and c.claim_holder is null)
-           as backing_off,
+         pg_catalog.count(*) filter (where c.ready_at > t.now and c.claim_holder is null
+                                       and c.failure_count > 0) as backing_off,
+         pg_catalog.count(*) filter (where c.ready_at > t.now and c.claim_holder is null
+                                       and c.failure_count = 0) as scheduled,
          pg_catalog.min(c.ready_at) filter (where c.ready_at <= t.now) as oldest_ready
     from {schema}.a2_cursors c cross join t
    where c.ready_at is not null
@@ -50,32 +57,53 @@ with t as (
   select c.consumer, pg_catalog.count(*) as blocked_lanes,
          pg_catalog.sum(
            -- include: blocked_behind
-         ) as blocked
+         ) as blocked,
+         pg_catalog.min(c.failed_at) as oldest_blocked
     from {schema}.a2_cursors c
     join {schema}.a2_sessions s on s.session_id = c.session_id
    where c.failed_at is not null and c.kind <> 'event' and c.head > s.clear_index
    group by c.consumer
+), served as (
+  select u.consumer, pg_catalog.count(distinct w.holder) as served_by
+    from {schema}.a2_workers w
+   cross join t
+   cross join lateral pg_catalog.unnest(w.consumers) as u(consumer)
+   where greatest(extract(epoch from t.now - w.last_seen)::float8, 0)
+         <= 3 * w.interval_seconds
+   group by u.consumer
 ), named as (
   select consumer from live
   union
   select consumer from dead
   union
   select name from {schema}.a2_consumers
+  union
+  select consumer from {schema}.a2_consumer_pauses
+  union
+  select consumer from served
 )
 select n.consumer,
        coalesce(l.ready, 0) as ready,
        coalesce(l.claimed, 0) as claimed,
        coalesce(l.backing_off, 0) as backing_off,
+       coalesce(l.scheduled, 0) as scheduled,
        coalesce(d.dead_letters, 0) as dead_letters,
        coalesce(b.blocked_lanes, 0) as blocked_lanes,
        coalesce(b.blocked, 0)::bigint as blocked,
        extract(epoch from t.now - l.oldest_ready)::float8 as oldest_ready_age,
-       exists (select 1 from {schema}.a2_consumers r where r.name = n.consumer) as registered
+       extract(epoch from t.now - b.oldest_blocked)::float8 as oldest_blocked_age,
+       coalesce(v.served_by, 0) as served_by,
+       r.name is not null as registered,
+       p.consumer is not null as paused,
+       r.backfill_started_at, r.backfill_after, r.backfill_sessions, r.backfill_done_at
   from named n
  cross join t
   left join live l on l.consumer = n.consumer
   left join dead d on d.consumer = n.consumer
   left join blocked b on b.consumer = n.consumer
+  left join served v on v.consumer = n.consumer
+  left join {schema}.a2_consumers r on r.name = n.consumer
+  left join {schema}.a2_consumer_pauses p on p.consumer = n.consumer
  order by n.consumer collate "C";
 
 -- name: find_dead_letters

@@ -1,7 +1,7 @@
 -- Consumer controls and delayed work (as PostgreSQL's revision 0005): the consumers an
 -- operator paused, a log consumer's backfill progress in a2_consumers, and the time a lane's
 -- queued event is held until once it reaches the lane's head. Times are the store
--- clock's milliseconds, as everywhere in this file.
+-- clock's microseconds, as in every other table.
 create table a2_consumer_pauses (
   consumer  text    not null primary key,
   paused_at integer not null

@@ -9,12 +9,20 @@ c.*, e.idx as e_idx, e.event_id as e_event_id, e.event_type as e_event_type,
 e.payload as e_payload, e.created_at as e_created_at, e.cause as e_cause,
 coalesce(k.clear_index, 0) as clear_index
 
+-- fragment: not_paused
+-- `c.consumer` is not paused (a2_consumer_pauses): the subquery is not correlated, so
+-- SQLite reads the paused names once per statement.
+c.consumer not in (select p.consumer from a2_consumer_pauses p)
+
 -- name: live_heads
 -- claim_available: the session's heads above the clear index that are not dead-lettered,
--- in claim order; the caller filters them as the contract says.
+-- of consumers not paused (neither claimed nor counted for Busy), in claim order; the
+-- caller filters them as the contract says.
 select c.*
   from a2_cursors c
  where c.session_id = :session_id and c.head > :clear_index and c.failed_at is null
+   and
+       -- include: not_paused
  order by c.head, c.consumer, coalesce(c.lane, '');
 
 -- name: claim_head
@@ -49,13 +57,16 @@ select
  where c.session_id = :session_id and c.consumer = :consumer and c.cursor_key = :cursor_key;
 
 -- name: ready_heads
--- claim_any: the oldest ready heads of every session, served consumers only. The order
--- is a2_cursors_ready's, so this walks that index and stops at the limit (no sort).
+-- claim_any: the oldest ready heads of every session, served consumers only, paused ones
+-- apart. The order is a2_cursors_ready's, so this walks that index and stops at the limit
+-- (no sort).
 select c.session_id, c.consumer, c.cursor_key
   from a2_cursors c
  where c.ready_at is not null and c.ready_at <= :now
    and
        -- include: served
+   and
+       -- include: not_paused
  order by c.ready_at, c.session_id, c.head, c.consumer, coalesce(c.lane, '')
  limit :limit;
 
@@ -72,11 +83,15 @@ update a2_cursors
  where session_id = :session_id and consumer = :consumer and cursor_key = :cursor_key;
 
 -- name: ready_sessions
--- The sessions whose oldest heads are claimable now: what a wakeups poll announces.
+-- The sessions whose oldest heads are claimable now: what a wakeups poll announces. A
+-- paused consumer's heads are not (no claim would take them, and a backlog of them would
+-- hide every other session's from the poll).
 select distinct r.session_id
   from (select c.session_id
           from a2_cursors c
          where c.ready_at is not null and c.ready_at <= :now
+           and
+               -- include: not_paused
          order by c.ready_at
          limit :limit) r;
 
@@ -84,3 +99,16 @@ select distinct r.session_id
 -- complete_and_claim: whether a head of the session made ready at `:now` is unclaimed.
 select exists (select 1 from a2_cursors c
                 where c.session_id = :session_id and c.ready_at = :now) as ready;
+
+-- name: next_due
+-- next_due_in: the soonest readiness still to come of the served consumers' heads (a
+-- delay's, a backoff's or a lease's end), paused consumers' apart, in microseconds of the
+-- store's clock; a walk of a2_cursors_ready from now on.
+select min(c.ready_at) as due
+  from a2_cursors c
+ where c.ready_at > :now
+   and
+       -- include: served
+   and
+       -- include: not_paused
+;

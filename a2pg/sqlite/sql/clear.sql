@@ -7,7 +7,7 @@ on conflict (session_id) do update set clear_index = excluded.clear_index;
 
 -- name: restart_log_cursors
 update a2_cursors
-   set position = :marker, head = null, ready_at = null,
+   set position = :marker, head = null, ready_at = null, claim_expires_at = null,
        completed_idx = null, completed_attempt = null, returned_event_ids = null,
        -- include: no_attempts
  where session_id = :session_id and kind = 'log';

@@ -57,12 +57,15 @@ select c.* from a2_cursors c
  where c.session_id = :session_id and c.consumer = :consumer and c.cursor_key = :cursor_key;
 
 -- name: insert_event_cursor
-insert into a2_cursors (session_id, consumer, cursor_key, lane, kind, position, head, ready_at)
-values (:session_id, :consumer, :cursor_key, null, 'event', :idx - 1, :idx, :now);
+-- `:due`: a delayed target's due time (else null), when the head becomes claimable.
+insert into a2_cursors (session_id, consumer, cursor_key, lane, kind, position, head, ready_at,
+                        claim_expires_at)
+values (:session_id, :consumer, :cursor_key, null, 'event', :idx - 1, :idx,
+        coalesce(:due, :now), :due);
 
 -- name: insert_lane_event
-insert into a2_lane_events (session_id, consumer, lane, idx)
-values (:session_id, :consumer, :lane, :idx)
+insert into a2_lane_events (session_id, consumer, lane, idx, not_before)
+values (:session_id, :consumer, :lane, :idx, :due)
 on conflict do nothing;
 
 -- name: queue_lane_head
@@ -71,12 +74,14 @@ on conflict do nothing;
 -- cursors there; a2pg's clear drops them, and migration 0002 the seed's); a busy one
 -- keeps its head and reaches the event when it advances.
 insert into a2_cursors as c (session_id, consumer, cursor_key, lane, kind, position, head,
-                             ready_at)
-values (:session_id, :consumer, :cursor_key, :lane, 'lane', :clear_index, :idx, :now)
+                             ready_at, claim_expires_at)
+values (:session_id, :consumer, :cursor_key, :lane, 'lane', :clear_index, :idx,
+        coalesce(:due, :now), :due)
 on conflict (session_id, consumer, cursor_key) do update set
   head = excluded.head,
   position = max(c.position, excluded.position),
   ready_at = excluded.ready_at,
+  claim_expires_at = excluded.claim_expires_at,
   -- include: no_attempts
 where c.head is null or c.head <= excluded.position;
 
@@ -107,6 +112,7 @@ select e.idx as next
 update a2_cursors
    set head = :head,
        ready_at = case when :head is null then null else :now end,
+       claim_expires_at = null,
        -- include: no_attempts
  where session_id = :session_id and consumer = :consumer and cursor_key = :cursor_key;
 

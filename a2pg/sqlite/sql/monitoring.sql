@@ -21,16 +21,23 @@ case when c.failed_at is null or c.kind = 'event' then 0
 end
 
 -- name: consumer_stats
--- Per consumer holding heads or registered, by name. A live head is ready from its
--- ready_at on, else leased while a holder is set, else backing off (rules.head_state).
--- `live` walks a2_cursors_ready (a head at or below its clear index has no ready_at);
--- `dead` walks a2_cursors_dead (named: the planner would take a2_cursors_heads, every
--- head) and drops the dead heads a clear left for reclaim.
+-- Per consumer holding heads, registered, paused or named by a live worker's heartbeat,
+-- by name (zeros where it has nothing). A live head is ready from its ready_at on, else
+-- leased while a holder is set, else backing off after a failure, else held back by its
+-- target's not_before (`scheduled`; rules.head_state). `live` walks a2_cursors_ready (a
+-- head at or below its clear index has no ready_at); `dead` walks a2_cursors_dead
+-- (named: the planner would take a2_cursors_heads, every head) and drops the dead heads a
+-- clear left for reclaim. `served` counts the workers not stale (WorkerInfo.stale: seen
+-- more than three intervals ago, in seconds as Python divides) naming each consumer;
+-- a2_workers, a2_consumers and a2_consumer_pauses hold a row per worker or consumer.
 with live as (
   select c.consumer,
          sum(c.ready_at <= :now) as ready,
          sum(c.ready_at > :now and c.claim_holder is not null) as claimed,
-         sum(c.ready_at > :now and c.claim_holder is null) as backing_off,
+         sum(c.ready_at > :now and c.claim_holder is null and c.failure_count > 0)
+           as backing_off,
+         sum(c.ready_at > :now and c.claim_holder is null and c.failure_count = 0)
+           as scheduled,
          min(case when c.ready_at <= :now then c.ready_at end) as oldest_ready
     from a2_cursors c
    where c.ready_at is not null
@@ -40,30 +47,48 @@ with live as (
          sum(c.kind <> 'event') as blocked_lanes,
          sum(
            -- include: blocked_behind
-         ) as blocked
+         ) as blocked,
+         min(case when c.kind <> 'event' then c.failed_at end) as oldest_blocked
     from a2_cursors c indexed by a2_cursors_dead
     left join a2_clears k on k.session_id = c.session_id
    where c.failed_at is not null and c.head > coalesce(k.clear_index, 0)
    group by c.consumer
+), served as (
+  select u.value as consumer, count(distinct w.holder) as served_by
+    from a2_workers w, json_each(w.consumers) u
+   where max(0, (:now - w.last_seen) / 1000000.0) <= 3 * w.interval_seconds
+   group by u.value
 ), named as (
   select consumer from live
   union
   select consumer from dead
   union
   select name from a2_consumers
+  union
+  select consumer from a2_consumer_pauses
+  union
+  select consumer from served
 )
 select n.consumer,
        coalesce(l.ready, 0) as ready,
        coalesce(l.claimed, 0) as claimed,
        coalesce(l.backing_off, 0) as backing_off,
+       coalesce(l.scheduled, 0) as scheduled,
        coalesce(d.dead_letters, 0) as dead_letters,
        coalesce(d.blocked_lanes, 0) as blocked_lanes,
        coalesce(d.blocked, 0) as blocked,
        l.oldest_ready,
-       exists (select 1 from a2_consumers r where r.name = n.consumer) as registered
+       d.oldest_blocked,
+       coalesce(v.served_by, 0) as served_by,
+       r.name is not null as registered,
+       p.consumer is not null as paused,
+       r.backfill_started_at, r.backfill_after, r.backfill_sessions, r.backfill_done_at
   from named n
   left join live l on l.consumer = n.consumer
   left join dead d on d.consumer = n.consumer
+  left join served v on v.consumer = n.consumer
+  left join a2_consumers r on r.name = n.consumer
+  left join a2_consumer_pauses p on p.consumer = n.consumer
  order by n.consumer;
 
 -- name: find_dead_letters
