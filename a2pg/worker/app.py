@@ -9,10 +9,12 @@ from dataclasses import dataclass, replace
 from typing import TypeAlias
 
 from ..contract.values import check_consumers
+from ..errors import invalid
 from ..models import Consumer, Head, LogSpec, NewEvent
-from .settings import check_timeout
+from .settings import check_consumer_concurrency, check_priority, check_timeout
 
-HandlerResult: TypeAlias = Sequence[NewEvent] | None
+HandlerResult: TypeAlias = NewEvent | Sequence[NewEvent] | None
+"""What a handler returns: one event, several, or none (see docs/concepts/outbox.md)."""
 AsyncHandler: TypeAlias = Callable[[Head], Awaitable[HandlerResult]]
 SyncHandler: TypeAlias = Callable[[Head], HandlerResult]
 Handler: TypeAlias = AsyncHandler | SyncHandler
@@ -30,6 +32,17 @@ class Registration:
     is_async: bool
     timeout: float | None = None
     """Seconds its handler may run (None: the worker's ``attempt_timeout``)."""
+    concurrency: int | None = None
+    """Handlers of this consumer running at once in one worker (None: only the worker's
+    ``concurrency`` bounds them)."""
+    priority: int | None = None
+    """Its weight in the worker's share of free slots (None: weight 1; see ``Worker``)."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether it sets a ``concurrency`` or a ``priority``: a worker serving it shares
+        its slots (see ``shares.Shares``)."""
+        return self.concurrency is not None or self.priority is not None
 
 
 class App:
@@ -48,6 +61,9 @@ class App:
         @app.consumer("render", timeout=120)
         async def render(head: Head) -> None: ...   # fails if it runs past 120 s
 
+        @app.consumer("backfill", concurrency=4, priority=1)
+        async def backfill(head: Head) -> None: ...  # at most 4 at once per worker
+
     or a mapping: ``App({"mailer": send})`` (targeted consumers only; use
     ``app.add(name, handler, log=...)`` for log consumers).
 
@@ -58,6 +74,13 @@ class App:
     thread cannot be stopped: the attempt fails the same way once the thread returns,
     and until then its head stays claimed (its lease renewed), so no other attempt of
     it runs meanwhile.
+
+    ``concurrency`` bounds the handlers of that consumer running at once in one worker
+    (an int from 1 to 100,000; the worker's own ``concurrency`` still bounds them all),
+    and ``priority`` is its weight when the worker shares its free slots among the
+    consumers with ready work (an int from 1 to 1,000; unset weighs 1). Both are
+    optional; a worker serving a consumer that sets either claims in weighted groups
+    (see ``Worker``). A bad value is ``INVALID_ARGUMENT``.
     """
 
     def __init__(self, handlers: Mapping[str, Handler] | None = None) -> None:
@@ -72,27 +95,45 @@ class App:
         *,
         log: LogSpec | None = None,
         timeout: float | None = None,
+        concurrency: int | None = None,
+        priority: int | None = None,
     ) -> None:
         """Registers ``handler`` for consumer ``name`` (a log consumer when ``log`` is given),
         its attempts bounded by ``timeout`` seconds when given (``INVALID_ARGUMENT`` unless
-        positive and finite)."""
+        positive and finite), at most ``concurrency`` of them running at once in a worker,
+        weighing ``priority`` in the worker's share of its slots (see the class)."""
         if name in self._registrations:
             raise ValueError(f"consumer '{name}' already has a handler")
         if not callable(handler):
             raise TypeError(f"the handler of consumer '{name}' is not callable")
         consumer = Consumer(name, log)
         check_consumers([consumer])
-        seconds = check_timeout(timeout, f"the timeout of consumer '{name}'")
-        self._registrations[name] = Registration(consumer, handler, _is_async(handler), seconds)
+        seconds, limit, weight = _check_options(name, timeout, concurrency, priority)
+        self._registrations[name] = Registration(
+            consumer, handler, _is_async(handler), seconds, limit, weight
+        )
 
     def consumer(
-        self, name: str, *, log: LogSpec | None = None, timeout: float | None = None
+        self,
+        name: str,
+        *,
+        log: LogSpec | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        priority: int | None = None,
     ) -> Callable[[Handler], Handler]:
         """Decorator form of ``add``; returns the handler unchanged."""
-        check_timeout(timeout, f"the timeout of consumer '{name}'")  # refused before the def
+        _check_options(name, timeout, concurrency, priority)  # refused before the def
 
         def register(handler: Handler) -> Handler:
-            self.add(name, handler, log=log, timeout=timeout)
+            self.add(
+                name,
+                handler,
+                log=log,
+                timeout=timeout,
+                concurrency=concurrency,
+                priority=priority,
+            )
             return handler
 
         return register
@@ -109,11 +150,49 @@ class App:
     def registration(self, name: str) -> Registration | None:
         return self._registrations.get(name)
 
+    def served(self, names: Sequence[str] | None = None) -> list[Consumer]:
+        """The consumers a worker serving ``names`` serves, in registration order: all of
+        them for None. ``INVALID_ARGUMENT``, naming the app's consumers, for anything but
+        a non-empty sequence (a list, a tuple) of distinct names the app declares: a lone
+        ``str`` would read as its letters, and a set has no order."""
+        if names is None:
+            return self.consumers
+        declared = ", ".join(self._registrations) or "none"
+        if isinstance(names, str | bytes) or not isinstance(names, Sequence):
+            raise invalid(
+                f"consumers must be a sequence of consumer names (like ['mailer']), "
+                f"got {names!r}; the app's consumers: {declared}"
+            )
+        if not names:
+            raise invalid(f"consumers must name at least one of the app's consumers: {declared}")
+        wanted: set[str] = set()
+        for name in names:
+            if not isinstance(name, str):
+                raise invalid(f"consumers must be names (str), got {name!r}")
+            if name in wanted:
+                raise invalid(f"consumer '{name}' is named twice in consumers")
+            if name not in self._registrations:
+                raise invalid(f"consumer '{name}' is not one of the app's consumers: {declared}")
+            wanted.add(name)
+        return [c for c in self.consumers if c.name in wanted]
+
     def __len__(self) -> int:
         return len(self._registrations)
 
     def __contains__(self, name: object) -> bool:
         return name in self._registrations
+
+
+def _check_options(
+    name: str, timeout: float | None, concurrency: int | None, priority: int | None
+) -> tuple[float | None, int | None, int | None]:
+    """A consumer's ``timeout``, ``concurrency`` and ``priority``, checked (each
+    ``INVALID_ARGUMENT`` when bad)."""
+    return (
+        check_timeout(timeout, f"the timeout of consumer '{name}'"),
+        check_consumer_concurrency(concurrency, f"the concurrency of consumer '{name}'"),
+        check_priority(priority, f"the priority of consumer '{name}'"),
+    )
 
 
 def _is_async(handler: Handler) -> bool:

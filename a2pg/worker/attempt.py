@@ -168,6 +168,8 @@ class AttemptRunner:
         self._on_retry = on_retry
         self._on_handler_done = on_handler_done
         self._running_handlers = 0
+        self._running_of: dict[str, int] = {}
+        """Handlers running now, by consumer (what a consumer's ``concurrency`` bounds)."""
         self._executor: ThreadPoolExecutor | None = None
         self._default_timeout = default_timeout
         self._handling: dict[HeadKey, Attempt] = {} if handling is None else handling
@@ -218,6 +220,8 @@ class AttemptRunner:
                 )
             handling[head_key] = attempt
             self._running_handlers += 1  # counted now: the claimer reads it before the task runs
+            running_of = self._running_of
+            running_of[head.consumer] = running_of.get(head.consumer, 0) + 1
             run = self._watched(attempt, on_done) if watched else self._run(attempt, on_done)
             attempt.task = loop.create_task(run, name=f"a2pg-attempt {attempt.describe()}")
             attempts.append(attempt)
@@ -264,6 +268,10 @@ class AttemptRunner:
     def running(self) -> int:
         """Handlers running now (claimed attempts whose handler has not returned)."""
         return self._running_handlers
+
+    def running_of(self, consumer: str) -> int:
+        """Handlers of ``consumer`` running now (counted like ``running``)."""
+        return self._running_of.get(consumer, 0)
 
     def close(self) -> None:
         executor, self._executor = self._executor, None
@@ -312,6 +320,7 @@ class AttemptRunner:
                     if attempt.cancels:  # ours, now delivered: only a caller's remains
                         _uncancel(attempt)
                     self._running_handlers -= 1
+                    self._running_of[attempt.key[1]] -= 1
                     if self._running_handlers == 0:
                         self.batcher.flush_now()  # nothing else could join the batch
                     self._on_handler_done()

@@ -16,12 +16,13 @@ from typing import Any
 
 from ..backoff import Backoff
 from ..contract.limits import DEFAULT_LIMITS, Limits
-from ..models import Head, WorkerBeat
+from ..models import Consumer, Head, WorkerBeat
 from ..store import Store
 from ..wakeups import Subscription
-from .app import App
+from .app import App, Registration
 from .attempt import Attempt, AttemptRunner, HeadKey, WorkerStats
 from .attempt_log import AttemptLog
+from .backfill import run_backfill
 from .batch import CompletionBatcher
 from .beat import Heartbeat, package_version
 from .claim_news import news_for
@@ -29,8 +30,12 @@ from .health import StoreHealth
 from .hooks import WorkerHooks, combine
 from .lease import LeaseRenewer
 from .settings import WorkerSettings
+from .shares import Shares
 
 log = logging.getLogger("a2pg.worker")
+
+NEXT_DUE_MARGIN = 0.001
+"""Seconds an idle worker waits past a head's due time, so its claim finds it due."""
 
 
 class HandlersStillRunning(RuntimeError):
@@ -91,6 +96,20 @@ class Worker:
     The knobs are ``settings`` (a ``WorkerSettings``), or its fields given as keywords
     (``Worker(store, app, concurrency=20)``), not both; each reads as an attribute too.
 
+    ``consumers`` (names) makes the worker serve only those of the app's consumers: it
+    claims only their heads, registers only those of them that are log consumers, and its
+    heartbeat names only them; another worker (process) serves the rest. Anything but a
+    non-empty sequence of distinct names the app declares is ``INVALID_ARGUMENT``, raised
+    here, before anything is written.
+
+    Isolation: when a served consumer sets ``concurrency`` or ``priority`` (``App``),
+    each cycle's free slots are shared by weight instead of going to the oldest ready
+    heads of all: no more than its ``concurrency`` handlers of a consumer run at once,
+    and among consumers with ready work each gets slots in proportion to its
+    ``priority`` (unset: 1), with one claim per group of consumers; what one leaves goes
+    to the others in the same cycle. It is starvation-free, not a strict priority:
+    ``a2pg.worker.shares`` gives the exact rule. Without either, a cycle is one claim.
+
     ``hooks`` (a ``WorkerHooks`` or several) observe the worker: metrics and tracing from
     ``a2pg.observability`` (``WorkerMetrics``, ``WorkerTracing``). Every worker also logs
     each claim and each attempt's end at DEBUG (logger ``a2pg.worker.attempts``).
@@ -103,10 +122,12 @@ class Worker:
         settings: WorkerSettings | None = None,
         *,
         hooks: WorkerHooks | Sequence[WorkerHooks] | None = None,
+        consumers: Sequence[str] | None = None,
         **knobs: Any,
     ) -> None:
         if len(app) == 0:
             raise ValueError("the app declares no consumers: nothing to work on")
+        served = app.served(consumers)  # INVALID_ARGUMENT before anything else
         if settings is not None and knobs:
             raise TypeError("give Worker either settings or keyword settings, not both")
         self.settings = settings if settings is not None else WorkerSettings(**knobs)
@@ -116,7 +137,9 @@ class Worker:
         self.stats = WorkerStats()
         self.hooks = combine(AttemptLog(), hooks, guarded=True)
         self.health = StoreHealth(self.settings.poll_interval, hooks=self.hooks)
-        self._consumers = app.consumers
+        self._consumers: list[Consumer] = served
+        self._shares = Shares.of([_registered(app, c.name) for c in served])
+        """How cycles share slots among consumers; None: one claim of them all."""
         self._inflight: dict[tuple[object, ...], Attempt] = {}
         self._handling: dict[HeadKey, Attempt] = {}
         """Attempts whose handler runs or is yet to, by head; kept across runs, so a head
@@ -216,7 +239,7 @@ class Worker:
         if self._started:
             return
         self._bind_events()
-        log_consumers = self.app.log_consumers
+        log_consumers = [c for c in self._consumers if c.log is not None]
         if log_consumers:
             async with self.health.call("register_consumers"):
                 await self.store.register_consumers(log_consumers)
@@ -264,6 +287,17 @@ class Worker:
             "listener": asyncio.create_task(self._listen(wakeups), name="a2pg-worker-wakeups"),
             "health": asyncio.create_task(self.health.watch(), name="a2pg-worker-health"),
         }
+        for consumer in log_consumers:  # each backfill runs beside the claims (backfill.py)
+            if consumer.log is not None and consumer.log.backfill:
+                self._services[f"backfill:{consumer.name}"] = asyncio.create_task(
+                    run_backfill(
+                        self.store,
+                        consumer.name,
+                        health=self.health,
+                        retry_after=self.poll_interval,
+                    ),
+                    name=f"a2pg-worker-backfill-{consumer.name}",
+                )
         self._started = True
         self.hooks.started(self.holder, [c.name for c in self._consumers])
 
@@ -291,6 +325,16 @@ class Worker:
         self._slot.set()
         if force:
             self._force.set()
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        """The consumers this worker serves (``consumers``, else all the app's)."""
+        return list(self._consumers)
+
+    @property
+    def shares(self) -> Shares | None:
+        """How its cycles share slots (``priority``, ``concurrency``); None: they do not."""
+        return self._shares
 
     @property
     def stopping(self) -> bool:
@@ -442,9 +486,12 @@ class Worker:
                 self._claims_started += 1
                 seq = self._claims_started
                 began = asyncio.get_running_loop().time()
-                heads = await self._complete_and_claim(limit)
+                shared, room_bound = self._shares is not None, False
+                heads = None if shared else await self._complete_and_claim(limit)
                 try:
-                    if heads is None:
+                    if shared:  # one call per group of consumers (see Shares)
+                        claimed, room_bound = await self._claim_shared(limit, began)
+                    elif heads is None:
                         async with self.health.call("claim_any"):
                             heads = await self.store.claim_any(
                                 holder=self.holder,
@@ -464,10 +511,15 @@ class Worker:
                     finally:
                         self._claims_paused = False
                     continue
-                self.hooks.claimed(len(heads), limit)
-                self._news.claimed(began, len(heads), limit)
-                self._begin(heads)
-                if len(heads) >= limit:
+                if heads is not None:
+                    self.hooks.claimed(len(heads), limit)
+                    self._news.claimed(began, len(heads), limit)
+                    self._begin(heads)
+                    claimed = len(heads)
+                if claimed >= limit:
+                    continue
+                if room_bound:  # a consumer at its concurrency may have more: a slot says
+                    await _wait_any(self._slot, self._wake, within=self._idle_timeout())
                     continue
                 # A wake during the claim (an attempt finished, a notification) may
                 # be work the claim's snapshot predates: not idle, claim again.
@@ -489,12 +541,25 @@ class Worker:
         finally:
             self._claiming = False
 
+    async def _next_due_in(self) -> float:
+        """Seconds until a held-back head of its consumers may be claimable (a delayed
+        target's due time, a backoff's, a lease's end: ``Store.next_due_in``), so an idle
+        worker claims delayed work when it is due; the poll interval when none is, or the
+        store cannot say."""
+        try:
+            async with self.health.call("next_due_in"):
+                due = await self.store.next_due_in(consumers=self._consumers)
+        except Exception:
+            log.debug("next_due_in failed", exc_info=True)
+            return self.poll_interval
+        return self.poll_interval if due is None else max(0.0, due) + NEXT_DUE_MARGIN
+
     async def _wait_for_work(self) -> None:
         """Waits for a wakeup, or the poll interval or a backoff to end. A wakeup that was
         only notifications, all taken by a claim another worker of this process began
         after them (``claim_news``), is let go: waiting goes on."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._idle_timeout()
+        deadline = loop.time() + min(self._idle_timeout(), await self._next_due_in())
         while True:
             await _wait_any(self._wake, within=max(0.0, deadline - loop.time()))
             notified = self._notified_at
@@ -514,10 +579,41 @@ class Worker:
         self._woken_otherwise = True
         self._wake.set()
 
-    async def _complete_and_claim(self, limit: int) -> list[Head] | None:
+    async def _claim_shared(self, limit: int, began: float) -> tuple[int, bool]:
+        """One cycle of shared claims (``Shares``): ``limit`` slots dealt among the groups,
+        one call per group dealt any, each carrying the completions then waiting; the
+        heads claimed and whether a consumer at its ``concurrency`` held the cycle back."""
+        shares, runner = self._shares, self._runner
+        assert shares is not None and runner is not None
+
+        async def claim(consumers: tuple[Consumer, ...], count: int) -> int:
+            heads = await self._complete_and_claim(count, consumers)
+            if heads is None:
+                async with self.health.call("claim_any"):
+                    heads = await self.store.claim_any(
+                        holder=self.holder,
+                        ttl=self.ttl,
+                        consumers=consumers,
+                        limit=count,
+                        max_failures=self.max_failures,
+                    )
+            self.hooks.claimed(len(heads), count)
+            self._begin(heads)
+            return len(heads)
+
+        cycle = await shares.cycle(limit, runner.running_of, claim)
+        # Short only when nothing any served consumer could take was left (claim_news).
+        drained = cycle.claimed < limit and not cycle.room_bound
+        self._news.claimed(began, cycle.claimed, limit if drained else cycle.claimed)
+        return cycle.claimed, cycle.room_bound
+
+    async def _complete_and_claim(
+        self, limit: int, consumers: Sequence[Consumer] | None = None
+    ) -> list[Head] | None:
         """Sends the finished attempts waiting for their batch with this claim, in one call;
         None when none wait, or when that call failed (they go back to the batcher, which
-        sends them its own way, and the claim goes alone)."""
+        sends them its own way, and the claim goes alone). It claims heads of ``consumers``
+        (default: every one served)."""
         batcher = self._batcher
         taken = [] if batcher is None else batcher.take(self.flush_size)
         if batcher is None or not taken:
@@ -528,7 +624,7 @@ class Worker:
                     [entry.completion for entry in taken],
                     holder=self.holder,
                     ttl=self.ttl,
-                    consumers=self._consumers,
+                    consumers=self._consumers if consumers is None else consumers,
                     limit=limit,
                     max_failures=self.max_failures,
                 )
@@ -710,6 +806,13 @@ class Worker:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         return given_up
+
+
+def _registered(app: App, name: str) -> Registration:
+    """The registration of one of ``app``'s consumers (``App.served`` checked the name)."""
+    registration = app.registration(name)
+    assert registration is not None
+    return registration
 
 
 def _limits_of(store: Store) -> Limits:

@@ -15,6 +15,8 @@ from ..errors import invalid
 MAX_BATCH = 10_000
 """The largest ``claim_batch`` and ``flush_size``: the default ``Limits`` per-call caps."""
 MAX_CONCURRENCY = 100_000
+MAX_PRIORITY = 1_000
+"""The largest consumer ``priority``: a weight, so 1,000 to 1 is as lopsided as a share gets."""
 
 T = TypeVar("T")
 
@@ -178,6 +180,27 @@ def check_timeout(value: float | None, what: str) -> float | None:
             f"{what} must be above 0 and at most {MAX_SECONDS:.0f} seconds (finite), got {value!r}"
         )
     return float(value)
+
+
+def check_consumer_concurrency(value: object, what: str) -> int | None:
+    """A consumer's ``concurrency``: None (only the worker's bounds it), or an int from 1
+    to ``MAX_CONCURRENCY``; anything else (a bool, a float, 0...) is ``INVALID_ARGUMENT``."""
+    return _optional_count(value, what, MAX_CONCURRENCY)
+
+
+def check_priority(value: object, what: str) -> int | None:
+    """A consumer's ``priority``: None (weight 1), or an int weight from 1 to
+    ``MAX_PRIORITY``. Not 0: a consumer that weighs nothing would never be served, and a
+    share must starve no one. Anything else is ``INVALID_ARGUMENT``."""
+    return _optional_count(value, what, MAX_PRIORITY)
+
+
+def _optional_count(value: object, what: str, maximum: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise invalid(f"{what} must be an int from 1 to {maximum:,}, got {value!r}")
+    return value
 
 
 def _holder(value: str | None) -> str:
