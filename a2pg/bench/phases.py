@@ -7,7 +7,8 @@
   same session (the outbox path); completions/s until the chained events are done too.
 - append: single-event appends and batched appends from concurrent tasks.
 - wake latency: one idle worker process; from the moment ``append()`` returned (its
-  commit acknowledged) to the handler starting, with NOTIFY and polling only.
+  commit acknowledged) to the handler starting, with NOTIFY and polling only; and for
+  delayed targets (``Target.not_before``), from the due time to the handler starting.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Protocol
 
 from ..backends import Site
@@ -209,9 +211,17 @@ async def appends(store: Store, c: BenchConfig, tag: str) -> tuple[float, float]
     )
 
 
-async def latency(where: Where, c: BenchConfig, tag: str, *, listen: bool) -> list[float]:
-    """Seconds from ``append()`` returning to the handler starting, one idle worker."""
-    poll = 1.0 if listen else c.poll_interval
+DELAYED_POLL = 30.0
+"""The delayed phase's poll interval: far longer than its delays, so only the worker's
+own due-time schedule (``Store.next_due_in``) can start the handlers on time."""
+
+
+async def latency(
+    where: Where, c: BenchConfig, tag: str, *, listen: bool, delay: float = 0.0
+) -> list[float]:
+    """Seconds from ``append()`` returning (plus ``delay``, the target's ``not_before``:
+    its due time) to the handler starting, one idle worker."""
+    poll = DELAYED_POLL if delay else 1.0 if listen else c.poll_interval
     spec = WorkerSpec(where.site, "ping", 1, c.pool_size, poll_interval=poll, listen=listen)
     pool = Pool([spec])
     await pool.start()
@@ -223,9 +233,11 @@ async def latency(where: Where, c: BenchConfig, tag: str, *, listen: bool) -> li
             # Pauses desynchronise appends from the poll cycle (polling only) and let the
             # worker go idle again (NOTIFY) so each sample measures a wake-up.
             await asyncio.sleep(rng.uniform(0, poll) if not listen else NOTIFY_PAUSE)
-            event = NewEvent("bench.ping", {"i": i}, targets=(Target(PING_CONSUMER),))
+            later = timedelta(seconds=delay) if delay else None
+            target = Target(PING_CONSUMER, not_before=later)
+            event = NewEvent("bench.ping", {"i": i}, targets=(target,))
             result = await where.store.append(f"bench-{tag}-ping-{i % 8}", [event])
-            committed = time.time()
+            committed = time.time() + delay
             while True:
                 try:
                     event_id, started = await asyncio.to_thread(pool.pings.get, True, PING_TIMEOUT)

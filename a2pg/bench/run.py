@@ -34,6 +34,9 @@ from .sqlite_side import SqliteSide
 from .stats import Figure, percentile
 from .sync import Sync
 
+DELAYED_BY = 0.25
+"""Seconds each delayed ping is held back (``Target.not_before``) in the delayed phase."""
+
 MB = 1024 / 1_000_000
 """MB (10^6 bytes) per KiB."""
 
@@ -67,6 +70,8 @@ class Bench(FigureSet):
             Figure(f"wake_{wake}_p99", f"wake latency, {signal}, p99", "ms"),
             Figure("wake_poll_p50", f"wake latency, polling {c.poll_interval:g}s, p50", "ms"),
             Figure("wake_poll_p99", f"wake latency, polling {c.poll_interval:g}s, p99", "ms"),
+            Figure("wake_delayed_p50", f"delayed start, {DELAYED_BY:g}s after, p50", "ms"),
+            Figure("wake_delayed_p99", f"delayed start, {DELAYED_BY:g}s after, p99", "ms"),
         ]
         if shape.history:
             n = writers(most, pool)
@@ -187,6 +192,10 @@ async def _one_run(bench: Bench, site: Site, side: Side, tag: str, run: int, log
             samples = await phases.latency(where, c, tag, listen=listen)
             bench.add(f"wake_{mode}_p50", percentile(samples, 50) * 1000, ceilings)
             bench.add(f"wake_{mode}_p99", percentile(samples, 99) * 1000, ceilings)
+        say(" latency (delayed)...")
+        samples = await phases.latency(where, c, tag, listen=True, delay=DELAYED_BY)
+        bench.add("wake_delayed_p50", percentile(samples, 50) * 1000, ceilings)
+        bench.add("wake_delayed_p99", percentile(samples, 99) * 1000, ceilings)
         if bench.shape.memory:
             await _memory(bench, where, tag, run, ceilings, say)
     if bench.shape.history:

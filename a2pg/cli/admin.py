@@ -67,6 +67,16 @@ def add_worker_options(worker: argparse.ArgumentParser) -> None:
     from .startup import DEFAULT_WAIT
 
     add_options(worker, WorkerSettings, skip={"backoff"})
+    worker.add_argument(
+        "--consumers",
+        type=consumer_names,
+        default=None,
+        metavar="NAMES",
+        help="serve only these of the app's consumers, comma-separated (like "
+        "replies,mailer): claim only their heads, register only their log consumers; "
+        "run another worker for the rest. A name the app does not declare, or one "
+        "given twice, exits 2 (default: every consumer)",
+    )
     backoff = Backoff()
     worker.add_argument(
         "--retry-base",
@@ -99,6 +109,17 @@ def add_worker_options(worker: argparse.ArgumentParser) -> None:
         help="logging level",
     )
     add_worker_observability_options(worker)
+
+
+def consumer_names(text: str) -> list[str]:
+    """``--consumers``: comma-separated names, blanks around each dropped; an empty one
+    is a usage error (the app's check of the names comes once it is loaded)."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(
+            f"must be consumer names, comma-separated (like replies,mailer), got {text!r}"
+        )
+    return names
 
 
 def _layout_json(status: Any) -> dict[str, Any]:
@@ -190,6 +211,7 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
     settings = worker_settings(args)
     setup_logging(args)
     app = load_app(args.app)
+    consumers = app.served(args.consumers)  # a name it lacks: exit 2, before connecting
     database = site(args)
     opening: AbstractAsyncContextManager[CheckedStore]
     if database.server:
@@ -207,14 +229,20 @@ async def cmd_worker(args: argparse.Namespace, stdout: TextIO) -> int:
                 from ..worker.polling import PollingOnly
 
                 served = PollingOnly(store)
-            names = ", ".join(c.name for c in app.consumers)
+            names = ", ".join(c.name for c in consumers)
             # Not "serving" yet: the worker says so once its SIGTERM handler is in place.
             logging.getLogger("a2pg.worker").info(
                 "starting %s on %s%s", names, where, " (polling only)" * args.no_listen
             )
             with observers.watching(store):  # the worker logs its stats once, as it stops
                 try:
-                    await serve(served, app, settings=settings, hooks=observers.hooks)
+                    await serve(
+                        served,
+                        app,
+                        settings=settings,
+                        hooks=observers.hooks,
+                        consumers=args.consumers,
+                    )
                 except HandlersStillRunning as error:
                     left = error
     if left is not None:

@@ -13,7 +13,7 @@ from .common import EXIT_OK, AddCommand, Command, open_cli_store, require_sessio
 from .options import positive_int
 
 if TYPE_CHECKING:
-    from ..models import Head
+    from ..models import Head, SessionInfo
     from ..store import Store
 
 SESSION_PAGE = 100
@@ -45,7 +45,28 @@ async def cmd_sessions(args: argparse.Namespace, stdout: TextIO) -> int:
     )
     if len(sessions) == args.limit:
         stdout.write(f"(more: --after {sessions[-1].session_id})\n")
+    for info in sessions:
+        if info.blocked:
+            stdout.write(blocked_note(info))
+    if sessions:
+        stdout.write(SESSIONS_LEGEND)
     return EXIT_OK
+
+
+SESSIONS_LEGEND = """\
+PENDING: heads to run (ready, leased, backing off or scheduled), one per cursor: a lane's
+queued events behind its head are not counted. BLOCKED: events held behind a dead-lettered
+lane or log head, in no other column: a session with PENDING 0 is idle only if BLOCKED is 0.
+"""
+
+
+def blocked_note(info: SessionInfo) -> str:
+    """A session whose work is stuck behind dead letters, said in words: never read as idle."""
+    letters = f"{info.dead_letters:,} dead letter{'' if info.dead_letters == 1 else 's'}"
+    return (
+        f"session {info.session_id}: pending {info.pending:,}, blocked {info.blocked:,} "
+        f"behind {letters}: see `{shlex.join(['a2pg', 'cursors', info.session_id])}`\n"
+    )
 
 
 async def cmd_cursors(args: argparse.Namespace, stdout: TextIO) -> int:

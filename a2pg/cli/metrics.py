@@ -22,9 +22,12 @@ log = logging.getLogger("a2pg.metrics")
 METRICS_HELP = "print (--once) or serve (--port) the store's per-consumer gauges"
 
 METRICS_DETAILS = """\
-Per consumer: ready heads, the oldest ready head's age (the lag), claimed heads, heads
-backing off, dead letters, blocked lanes and the events behind them; and how many
-workers' heartbeats are live or stale. --once prints the Prometheus text format, for
+Per consumer (every one registered, paused, served by a live worker or holding work,
+with zeros where it has nothing): ready heads, the oldest ready head's age (the lag),
+claimed heads, heads backing off, heads scheduled for later, dead letters, blocked lanes,
+the events behind them and the oldest blocked lane's age, whether it is registered or
+paused, its live workers and its backfill's progress; and how many workers' heartbeats
+are live or stale. --once prints the Prometheus text format, for
 node-exporter's textfile collector (write a temporary file, then rename it:
 `a2pg metrics --once > a2pg.prom.tmp && mv a2pg.prom.tmp a2pg.prom`); --once --json
 prints the same numbers as JSON. --port serves them at http://HOST:PORT/metrics until

@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from ..errors import A2Error
 from ..store import Store
 from .outages import UNAVAILABLE, Outages
-from .pages.actions import redrive_many, redrive_one
+from .pages.actions import pause_consumer, redrive_many, redrive_one, resume_consumer
 from .pages.dead_letters import confirm_page, dead_letters_page
 from .pages.overview import overview_page
 from .pages.sessions import session_page, sessions_page
@@ -78,6 +78,8 @@ def create_app(
         Route("/dead-letters/confirm", confirm_page, name="confirm"),
         Route("/redrive", redrive_one, methods=["POST"], name="redrive"),
         Route("/redrive/many", redrive_many, methods=["POST"], name="redrive_many"),
+        Route("/consumers/pause", pause_consumer, methods=["POST"], name="pause_consumer"),
+        Route("/consumers/resume", resume_consumer, methods=["POST"], name="resume_consumer"),
         Mount("/static", StaticFiles(directory=str(static)), name="static"),
     ]
     app = Starlette(

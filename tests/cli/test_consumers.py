@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
-from a2pg.models import Claimed, Consumer, LogSpec, NewEvent, Target
+from a2pg.models import Claimed, Consumer, LogSpec, NewEvent, Target, WorkerBeat
 from a2pg.postgres import PostgresStore
 
 from .conftest import Cli
@@ -115,21 +116,33 @@ def test_consumers_json(cli: Cli, busy: str) -> None:
     assert result.code == 0, result
     rows = {row["consumer"]: row for row in json.loads(result.out)}
     assert list(rows) == ["audit", "mailer", "reply"]
-    counts = ("ready", "claimed", "backing_off", "dead_letters", "blocked_lanes", "blocked")
-    assert [rows["mailer"][c] for c in counts] == [2, 1, 1, 0, 0, 0]
-    assert [rows["reply"][c] for c in counts] == [0, 0, 0, 1, 1, 1]
-    assert [rows["audit"][c] for c in counts] == [0, 0, 0, 0, 0, 0]
-    assert rows["mailer"]["lag"] >= 0
-    assert rows["reply"]["lag"] is None and rows["audit"]["lag"] is None
-    assert rows["audit"] | {"lag": None} == {
+    counts = (
+        "ready",
+        "claimed",
+        "backing_off",
+        "scheduled",
+        "dead_letters",
+        "blocked_lanes",
+        "blocked",
+    )
+    assert [rows["mailer"][c] for c in counts] == [2, 1, 1, 0, 0, 0, 0]
+    assert [rows["reply"][c] for c in counts] == [0, 0, 0, 0, 1, 1, 1]
+    assert [rows["audit"][c] for c in counts] == [0, 0, 0, 0, 0, 0, 0]
+    assert rows["mailer"]["lag"] >= 0 and rows["mailer"]["blocked_age"] is None
+    assert rows["reply"]["lag"] is None and rows["reply"]["blocked_age"] >= 0
+    assert rows["audit"] == {
         "consumer": "audit",
         "registered": True,
         "served": False,
+        "served_by": 0,
+        "paused": False,
         "lane": "log",
         "types": ["order.placed", "order.paid"],
         "backfill": False,
         **dict.fromkeys(counts, 0),
         "lag": None,
+        "blocked_age": None,
+        "backfill_progress": None,
     }
     assert (rows["mailer"]["registered"], rows["mailer"]["served"]) == (False, False)
 
@@ -142,23 +155,26 @@ def test_consumers_table(cli: Cli, busy: str) -> None:
         "CONSUMER",
         "REGISTERED",
         "SERVED",
+        "PAUSED",
         "LANE",
         "TYPES",
         "READY",
         "CLAIMED",
         "BACKING",
         "OFF",
+        "SCHEDULED",
         "DEAD",
         "LETTERS",
         "BLOCKED",
         "LANES",
         "BLOCKED",
         "LAG",
+        "BACKFILL",
     ]
     assert lines[2].split() == [
         "audit",
         "yes",
-        "no",
+        "0",
         "log",
         "order.placed,order.paid",
         "0",
@@ -167,11 +183,86 @@ def test_consumers_table(cli: Cli, busy: str) -> None:
         "0",
         "0",
         "0",
+        "0",
     ]
-    assert lines[3].split()[:9] == ["mailer", "no", "no", "2", "1", "1", "0", "0", "0"]
+    assert lines[3].split()[:10] == ["mailer", "no", "0", "2", "1", "1", "0", "0", "0", "0"]
     assert lines[3].endswith("s")  # the lag, in seconds
-    assert lines[4].split() == ["reply", "no", "no", "0", "0", "0", "1", "1", "1"]
-    assert lines[5:] == ["consumer audit: registered, no live worker"]
+    reply = lines[4].split()
+    assert reply[:10] == ["reply", "no", "0", "0", "0", "0", "0", "1", "1", "1"]
+    assert reply[10] == "blocked" and reply[11].endswith("s")  # no ready lag: the blocked age
+    assert lines[5] == "consumer audit: registered, no live worker"
+    assert lines[6].startswith("consumer reply: 1 lane blocked (the oldest for ")
+    assert lines[6].endswith("), 1 event behind: see `a2pg dead-letters`")
+    assert lines[7] == ""
+    legend = "\n".join(lines[8:])
+    assert legend.startswith("REGISTERED     yes: in the consumer registry")
+    for column in ("SERVED", "PAUSED", "SCHEDULED", "BLOCKED LANES", "BLOCKED", "LAG", "BACKFILL"):
+        assert f"\n{column} " in legend, column
+
+
+def beat(holder: str, *consumers: str) -> WorkerBeat:
+    return WorkerBeat(
+        holder=holder,
+        host="box",
+        pid=7,
+        consumers=consumers,
+        concurrency=2,
+        started_at=datetime.now(UTC),
+        in_flight=0,
+        version="0.1.0",
+        interval=600.0,
+    )
+
+
+def test_live_workers_paused_consumers_and_backfills_are_shown(cli: Cli, dsn: str) -> None:
+    """ghost: only a live worker names it (zeros, SERVED 1); mailer: paused with a ready head;
+    audit: served, its backfill running; archive: registered, unserved."""
+
+    async def populate(store: PostgresStore) -> None:
+        await store.append("s1", [NewEvent("job", 1, targets=(Target("mailer"),))])
+        await store.append("s2", [NewEvent("order.placed", 2)], consumers=[])
+        await store.register_consumers(
+            [Consumer("audit", LogSpec(types=("order.placed",), backfill=True))]
+        )
+        await store.pause_consumers(["mailer"])
+        await store.heartbeat(beat("w-1", "ghost", "audit"))
+        await store.heartbeat(beat("w-2", "audit"))
+
+    with_store(dsn, populate)
+    result = cli("consumers", "--dsn", dsn)
+    assert result.code == 0, result
+    rows = {line.split()[0]: line for line in result.out.splitlines()[2:6]}
+    assert list(rows) == ["archive", "audit", "ghost", "mailer"]
+    assert rows["ghost"].split() == ["ghost", "no", "1", *["0"] * 7]
+    assert rows["mailer"].split()[:4] == ["mailer", "no", "0", "yes"]
+    assert rows["audit"].split()[:3] == ["audit", "yes", "2"]
+    assert rows["audit"].endswith("running 0 sessions")
+    data = {
+        row["consumer"]: row for row in json.loads(cli("consumers", "--json", "--dsn", dsn).out)
+    }
+    assert (data["ghost"]["served_by"], data["ghost"]["served"], data["ghost"]["registered"]) == (
+        1,
+        True,
+        False,
+    )
+    assert data["mailer"]["paused"] is True and data["mailer"]["ready"] == 1
+    progress = data["audit"]["backfill_progress"]
+    assert progress["running"] is True and progress["sessions"] == 0
+    assert progress["after"] is None and progress["done_at"] is None
+
+    async def finish(store: PostgresStore) -> None:
+        while True:
+            done = await store.backfill("audit", limit=10)
+            assert done is not None
+            if not done.running:
+                return
+
+    with_store(dsn, finish)
+    result = cli("consumers", "--dsn", dsn)
+    [audit] = [line for line in result.out.splitlines() if line.startswith("audit ")]
+    assert audit.endswith("done 2")
+    progress = json.loads(cli("consumers", "--json", "--dsn", dsn).out)[1]["backfill_progress"]
+    assert (progress["running"], progress["sessions"], progress["after"]) == (False, 2, "s2")
 
 
 def test_no_consumers(cli: Cli, postgres_dsn: str) -> None:

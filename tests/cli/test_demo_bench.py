@@ -96,6 +96,8 @@ FIGURES = {
     "wake_notify_p99",
     "wake_poll_p50",
     "wake_poll_p99",
+    "wake_delayed_p50",
+    "wake_delayed_p99",
     "history_base",
     "history_full",
     "history_ratio",

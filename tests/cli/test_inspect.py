@@ -71,6 +71,12 @@ def test_sessions_table_and_json(cli: Cli, dsn: str) -> None:
     assert lines[2].split()[:6] == ["s1", "3", "0", "1", "1", "1"]
     assert lines[3].split()[:6] == ["s2", "1", "0", "0", "0", "0"]
     assert lines[2].endswith("Z")  # the last event's time, UTC
+    # a blocked session is said in words, and the legend says what PENDING leaves out
+    note = "session s1: pending 1, blocked 1 behind 1 dead letter: see `a2pg cursors s1`"
+    assert lines[4] == note
+    legend = " ".join(lines[5:])
+    assert legend.startswith("PENDING: heads to run (ready, leased, backing off or scheduled)")
+    assert "BLOCKED: events held behind a dead-lettered lane or log head" in legend
     data = json.loads(cli("sessions", "--json", "--dsn", dsn).out)
     assert [s["session_id"] for s in data] == ["s1", "s2"]
     assert data[0]["dead_letters"] == 1
@@ -266,3 +272,32 @@ def test_tail_follows_new_events_and_stops_cleanly_on_sigint(dsn: str) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_session_whose_only_work_is_blocked_never_reads_as_idle(
+    cli: Cli, postgres_dsn: str
+) -> None:
+    """The dead head at index 1 holds back 20 events: pending 0, blocked 20, in words too."""
+
+    async def blocked() -> None:
+        from a2pg.postgres import PostgresStore
+
+        store = await PostgresStore.open(postgres_dsn)
+        try:
+            lane = (Target("reply", "turns"),)
+            await store.append("s", [NewEvent("chat.user", n, targets=lane) for n in range(21)])
+            claimed = await store.claim_available("s", holder="w1", ttl=30)
+            assert isinstance(claimed, Claimed)
+            [head] = claimed.heads
+            failed = await store.fail_attempt(
+                "s", consumer="reply", lane="turns", index=1, attempt=head.attempt,
+                error="boom", max_failures=1,
+            )  # fmt: skip
+            assert failed.outcome == "dead_lettered"
+        finally:
+            await store.close()
+
+    asyncio.run(blocked())
+    lines = cli("sessions", "--dsn", postgres_dsn).out.splitlines()
+    assert lines[2].split()[:6] == ["s", "21", "0", "0", "20", "1"]
+    assert lines[3] == "session s: pending 0, blocked 20 behind 1 dead letter: see `a2pg cursors s`"

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from a2pg.cli.common import EXIT_HANDLERS_RUNNING
 from a2pg.models import NewEvent, Target
 
+from ..worker import isolated_app
 from . import stubborn_app
 from .conftest import A2PG, Cli, run_script
 
@@ -299,3 +301,142 @@ def test_sigterm_with_a_sync_handler_running_exits_6_and_never_releases_its_clai
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+# -- --consumers: one process per subset ---------------------------------------------------
+
+ISOLATED = "tests.worker.isolated_app:app"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("nope", "consumer 'nope' is not one of the app's consumers: replies, backfill, audit"),
+        ("replies,replies", "consumer 'replies' is named twice in consumers"),
+        ("replies, audit ,Replies", "consumer 'Replies' is not one of the app's consumers"),
+        ("", "argument --consumers: must be consumer names, comma-separated"),
+        ("replies,", "argument --consumers: must be consumer names, comma-separated"),
+        (" , ", "argument --consumers: must be consumer names, comma-separated"),
+    ],
+)
+def test_bad_consumers_exit_2_before_connecting(cli: Cli, given: str, message: str) -> None:
+    """Nothing listens at SOMEWHERE and ``--wait 0`` would exit 3 at once: a 2 with this
+    line says the names were refused before the worker tried the database."""
+    result = cli("worker", ISOLATED, "--dsn", SOMEWHERE, "--wait", "0", "--consumers", given)
+    assert result.code == 2, result.err
+    assert message in result.err, result.err
+    assert "Traceback" not in result.err and result.out == ""
+
+
+def test_the_consumers_option_is_in_the_help(cli: Cli) -> None:
+    result = cli("worker", "--help")
+    assert result.code == 0
+    assert "--consumers NAMES" in result.out and "serve only these of the app's" in result.out
+
+
+def _subset_worker(dsn: str, consumers: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            str(A2PG),
+            "worker",
+            ISOLATED,
+            *("--dsn", dsn, "--consumers", consumers, "--concurrency", "4"),
+            *("--poll-interval", "0.2", "--heartbeat-interval", "0.5", "--log-level", "warning"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def _beats(dsn: str) -> dict[int, tuple[str, ...]]:
+    from a2pg.postgres import PostgresStore
+
+    store = await PostgresStore.open(dsn)
+    try:
+        return {info.beat.pid: info.beat.consumers for info in await store.workers()}
+    finally:
+        await store.close()
+
+
+async def _handled_by(dsn: str) -> list[tuple[str, int]]:
+    from a2pg.postgres import PostgresStore
+
+    store = await PostgresStore.open(dsn)
+    try:
+        return [
+            (e.payload["consumer"], e.payload["by"])
+            for e in await store.read("iso")
+            if e.type == isolated_app.HANDLED
+        ]
+    finally:
+        await store.close()
+
+
+async def _registered(dsn: str) -> list[str]:
+    from a2pg.postgres import PostgresStore
+
+    store = await PostgresStore.open(dsn)
+    try:
+        return [c.name for c in await store.registered_consumers()]
+    finally:
+        await store.close()
+
+
+def test_two_processes_each_serve_only_their_consumers(postgres_dsn: str) -> None:
+    """One process per subset, on one database: each claims only its consumers' heads,
+    registers only its log consumers and beats with only their names."""
+    interactive = _subset_worker(postgres_dsn, "replies")
+    started = [interactive]
+    try:
+        _wait_for(
+            lambda: asyncio.run(_beats(postgres_dsn)) == {interactive.pid: ("replies",)},
+            "the replies worker never came up",
+        )
+        assert asyncio.run(_registered(postgres_dsn)) == []  # it serves no log consumer
+        bulk = _subset_worker(postgres_dsn, "backfill,audit")
+        started.append(bulk)
+        _wait_for(
+            lambda: len(asyncio.run(_beats(postgres_dsn))) == 2,
+            "the bulk worker never came up",
+        )
+        assert asyncio.run(_beats(postgres_dsn)) == {
+            interactive.pid: ("replies",),
+            bulk.pid: ("backfill", "audit"),
+        }
+        assert asyncio.run(_registered(postgres_dsn)) == ["audit"]
+        events = [
+            *(NewEvent("ask", {"n": n}, targets=(Target("replies"),)) for n in range(8)),
+            *(NewEvent("import", {"n": n}, targets=(Target("backfill"),)) for n in range(8)),
+            *(NewEvent(isolated_app.ORDER, {"n": n}) for n in range(3)),
+        ]
+        asyncio.run(_append_to_session(postgres_dsn, "iso", events))
+        _wait_for(
+            lambda: len(asyncio.run(_handled_by(postgres_dsn))) == 19,
+            "the two workers did not handle every event",
+        )
+        handled = Counter(asyncio.run(_handled_by(postgres_dsn)))
+        assert handled == Counter(
+            {("replies", interactive.pid): 8, ("backfill", bulk.pid): 8, ("audit", bulk.pid): 3}
+        )
+        for proc in started:
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0, err
+            assert "Traceback" not in err
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+async def _append_to_session(dsn: str, session_id: str, events: list[NewEvent]) -> None:
+    from a2pg.postgres import PostgresStore
+
+    store = await PostgresStore.open(dsn)
+    try:
+        await store.append(session_id, events)
+    finally:
+        await store.close()

@@ -96,10 +96,12 @@ def test_workers_shows_a_live_worker_then_marks_it_stale(
     assert table[3:] == ["consumer orphan: registered, no live worker"]
 
     consumers = cli("consumers", "--dsn", postgres_dsn).out.splitlines()
-    served = {line.split()[0]: line.split()[1:3] for line in consumers[2:] if "  " in line}
-    assert served["journal"] == ["yes", "yes"]  # registered, served
-    assert served["orphan"] == ["yes", "no"]
-    assert consumers[-1] == "consumer orphan: registered, no live worker"
+    table_end = consumers.index("")  # the legend follows a blank line
+    served = {line.split()[0]: line.split()[1:3] for line in consumers[2:table_end] if "  " in line}
+    assert served["journal"] == ["yes", "1"]  # registered, served by one live worker
+    assert served["echo"] == ["no", "1"]  # targeted: listed because the live worker serves it
+    assert served["orphan"] == ["yes", "0"]
+    assert consumers[table_end - 1] == "consumer orphan: registered, no live worker"
 
     worker.send_signal(signal.SIGKILL)
     worker.wait(timeout=30)

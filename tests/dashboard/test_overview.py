@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from a2pg import Claimed, NewEvent, Target, WorkerBeat
+from a2pg import Claimed, Consumer, LogSpec, NewEvent, Target, WorkerBeat
 from a2pg.dashboard import create_app
 from a2pg.dashboard.throughput import Throughput, sampling
 from a2pg.store import Store
 from tests.worker.helpers import until
 
-from .helpers import dead_letter
+from .conftest import Client
+from .helpers import csrf_token, dead_letter
 
-FIELDS = ("ready", "claimed", "backing_off", "dead_letters", "blocked_lanes", "blocked")
+FIELDS = (
+    "ready",
+    "claimed",
+    "backing_off",
+    "scheduled",
+    "dead_letters",
+    "blocked_lanes",
+    "blocked",
+)
 
 
 def overview_numbers(html: str) -> dict[str, dict[str, int]]:
@@ -36,8 +46,11 @@ async def store_numbers(store: Store) -> dict[str, dict[str, int]]:
 
 
 async def make_every_state(store: Store) -> None:
-    """Ready, claimed, backing off, dead-lettered and blocked heads, over two consumers."""
+    """Ready, claimed, backing off, scheduled, dead-lettered and blocked heads, over two
+    consumers."""
     await store.append("s-ready", [NewEvent("job", n, targets=[Target("alpha")]) for n in range(3)])
+    later = Target("beta", not_before=timedelta(hours=1))
+    await store.append("s-later", [NewEvent("job", 1, targets=[later])])
     await store.append("s-held", [NewEvent("job", 1, targets=[Target("beta")])])
     claimed = await store.claim_available("s-held", holder="w1", ttl=60)
     assert isinstance(claimed, Claimed)
@@ -64,6 +77,7 @@ async def test_overview_numbers_equal_the_store(store: Store, client: httpx.Asyn
     expected = await store_numbers(store)
     assert expected["alpha"]["ready"] == 3 and expected["alpha"]["dead_letters"] == 1
     assert expected["beta"]["claimed"] == 1 and expected["beta"]["backing_off"] == 1
+    assert expected["beta"]["scheduled"] == 1
     page = await client.get("/")
     assert page.status_code == 200
     assert overview_numbers(page.text) == expected
@@ -116,3 +130,84 @@ async def test_the_sampler_reads_heartbeats_while_the_app_runs(store: Store) -> 
     async with sampling(store, throughput, every=0.01):
         await until(lambda: throughput.started_at is not None and bool(throughput.samples))
     assert throughput.samples[0].completed == 0
+
+
+def row_of(html: str, consumer: str) -> str:
+    [body] = re.findall(rf'<tr data-consumer="{consumer}">(.*?)</tr>', html, re.S)
+    return str(body)
+
+
+def cell(row: str, field: str) -> str:
+    [text] = re.findall(rf'data-field="{field}">(.*?)</td>', row, re.S)
+    return re.sub(r"<[^>]+>", "", text).strip()
+
+
+async def test_every_served_paused_or_backfilling_consumer_has_a_row(
+    store: Store, client: httpx.AsyncClient
+) -> None:
+    """ghost: only a live worker names it, shown with zeros; alpha: paused, with a lane
+    blocked behind a dead letter; audit: registered, backfilling."""
+    await store.heartbeat(beat("w-1", 0))  # serves alpha and beta
+    await store.heartbeat(replace(beat("w-2", 0), consumers=("ghost", "alpha")))
+    await dead_letter(store, "s-dead", consumer="alpha", lane="turns")
+    await store.append("s-dead", [NewEvent("job", 2, targets=[Target("alpha", "turns")])])
+    await store.pause_consumers(["alpha"])
+    await store.register_consumers([Consumer("audit", LogSpec(backfill=True))])
+    page = (await client.get("/", params={"part": "live"})).text
+    numbers = overview_numbers(page)
+    assert sorted(numbers) == ["alpha", "audit", "beta", "ghost"]
+    assert numbers["ghost"] == dict.fromkeys(FIELDS, 0)
+    ghost, alpha, audit = row_of(page, "ghost"), row_of(page, "alpha"), row_of(page, "audit")
+    assert (cell(ghost, "served_by"), cell(alpha, "served_by"), cell(audit, "served_by")) == (
+        "1",
+        "2",
+        "0",
+    )
+    assert (cell(alpha, "blocked"), cell(alpha, "paused"), cell(ghost, "paused")) == (
+        "1",
+        "paused",
+        "",
+    )
+    assert cell(alpha, "oldest_blocked_age").endswith(" ms")  # dead-lettered just now
+    assert cell(ghost, "oldest_blocked_age") == ""
+    assert cell(audit, "backfill") == "running 0 sessions"
+    assert (cell(audit, "registered"), cell(ghost, "registered")) == ("yes", "no")
+
+
+async def test_each_consumer_row_has_a_pause_or_resume_form(
+    store: Store, client: httpx.AsyncClient
+) -> None:
+    await store.append("s", [NewEvent("job", 1, targets=[Target("alpha"), Target("beta")])])
+    await store.pause_consumers(["beta"])
+    page = (await client.get("/")).text
+    token = csrf_token(page)
+    for consumer, action, button in (("alpha", "pause", "Pause"), ("beta", "resume", "Resume")):
+        [form] = re.findall(r'<form method="post".*?</form>', row_of(page, consumer), re.S)
+        assert f'action="/consumers/{action}"' in form
+        assert f'<input type="hidden" name="csrf_token" value="{token}">' in form
+        assert f'<input type="hidden" name="consumer" value="{consumer}">' in form
+        assert '<input type="hidden" name="next" value="/">' in form
+        assert re.search(rf"<button[^>]*>{button}</button>", form)
+    live = (await client.get("/", params={"part": "live"})).text
+    assert 'action="/consumers/pause"' in row_of(live, "alpha")
+    assert '<input type="hidden" name="next" value="/">' in row_of(live, "alpha")  # not the part
+
+
+async def test_a_read_only_overview_has_no_pause_form(store: Store, client_for: Client) -> None:
+    await store.append("s", [NewEvent("job", 1, targets=[Target("alpha")])])
+    page = (await client_for(store, read_only=True).get("/")).text
+    assert "data-consumer" in page
+    assert 'method="post"' not in page and "Pause</button>" not in page
+
+
+async def test_the_legend_says_what_registered_and_blocked_mean(
+    store: Store, client: httpx.AsyncClient
+) -> None:
+    await store.append("s", [NewEvent("job", 1, targets=[Target("alpha")])])
+    page = (await client.get("/")).text
+    [legend] = re.findall(
+        r'<details class="legend" id="consumer-legend">(.*?)</details>', page, re.S
+    )
+    for term in ("registered", "scheduled", "blocked for", "paused", "backfill", "workers"):
+        assert term in legend, term
+    assert "naming no consumers wakes it" in legend

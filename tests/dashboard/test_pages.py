@@ -77,6 +77,21 @@ async def test_sessions_sorted_by_lag_within_the_page(
     assert "within this page only" in page.text
 
 
+async def test_sessions_list_shows_blocked_events_beside_pending_heads(
+    store: Store, client: httpx.AsyncClient
+) -> None:
+    """A session whose only work waits behind a dead letter reads pending 0, blocked 2."""
+    await dead_letter(store, "stuck", consumer="c", lane="l")
+    await store.append("stuck", [NewEvent("job", n, targets=[Target("c", "l")]) for n in (2, 3)])
+    page = (await client.get("/sessions")).text
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    assert headers[3:6] == ["pending heads", "blocked events", "dead letters"]
+    [row] = re.findall(r"<tr>(.*?)</tr>", page.split("<tbody>")[1], re.S)
+    cells = dict(re.findall(r'data-field="(\w+)">(\d+)</td>', row))
+    assert cells == {"pending": "0", "blocked": "2", "dead_letters": "1"}
+    assert "idle only when nothing is blocked" in page
+
+
 async def test_session_page_shows_events_cursors_and_dead_letters(
     store: Store, client: httpx.AsyncClient
 ) -> None:

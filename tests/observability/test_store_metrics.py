@@ -7,11 +7,12 @@ import asyncio
 import io
 import json
 import urllib.request
+from datetime import UTC, datetime
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from a2pg import Consumer, ConsumerStats, NewEvent, Target
+from a2pg import Consumer, ConsumerStats, LogSpec, NewEvent, Target, WorkerBeat
 from a2pg.cli import main
 from a2pg.observability.collector import StoreCollector
 from a2pg.observability.snapshot import CONSUMER_GAUGES, gauge_value
@@ -88,11 +89,76 @@ def test_metrics_once_prints_the_store_gauges(postgres_dsn: str) -> None:
     assert code == 0
     shown = gauges(text)
     for key, value in expected(stats).items():
-        if key[0] != "a2pg_consumer_oldest_ready_age_seconds":  # it grows between the reads
+        if key[0] not in AGES:  # they grow between the reads
             assert shown[key] == value, key
     assert shown[("a2pg_consumer_oldest_ready_age_seconds", "w")] >= 0
+    assert shown[("a2pg_consumer_oldest_blocked_age_seconds", "w")] >= 0
+    assert shown[("a2pg_consumer_oldest_blocked_age_seconds", "v")] == 0  # nothing blocked
     assert shown[("a2pg_store_up", "")] == 1
     assert (shown[("a2pg_workers", "live")], shown[("a2pg_workers", "stale")]) == (0, 0)
+
+
+AGES = ("a2pg_consumer_oldest_ready_age_seconds", "a2pg_consumer_oldest_blocked_age_seconds")
+
+
+def _beat(holder: str, *consumers: str) -> WorkerBeat:
+    return WorkerBeat(
+        holder=holder,
+        host="box",
+        pid=7,
+        consumers=consumers,
+        concurrency=2,
+        started_at=datetime.now(UTC),
+        in_flight=0,
+        version="0.1.0",
+        interval=600.0,
+    )
+
+
+def test_metrics_once_lists_every_served_paused_or_backfilling_consumer(
+    postgres_dsn: str,
+) -> None:
+    """ghost: named by a live worker only, so its series exist at 0 (an alert on dead letters
+    reads 0, not no data); v: paused; audit: a log consumer backfilling."""
+
+    async def go() -> None:
+        store = await PostgresStore.open(postgres_dsn)
+        try:
+            await _some_of_everything(store)
+            await store.heartbeat(_beat("w-1", "ghost", "w"))
+            await store.pause_consumers(["v"])
+            await store.register_consumers([Consumer("audit", LogSpec(backfill=True))])
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+    code, text = _a2pg("metrics", "--once", "--dsn", postgres_dsn)
+    assert code == 0
+    shown = gauges(text)
+    for _field, name, _help in CONSUMER_GAUGES:
+        assert {consumer for metric, consumer in shown if metric == name} == {
+            "audit",
+            "ghost",
+            "v",
+            "w",
+        }, name
+    ghost = {name: shown[(name, "ghost")] for _field, name, _help in CONSUMER_GAUGES}
+    assert ghost == {name: 0.0 for name in ghost} | {"a2pg_consumer_live_workers": 1.0}
+    assert shown[("a2pg_consumer_live_workers", "w")] == 1
+    assert (shown[("a2pg_consumer_paused", "v")], shown[("a2pg_consumer_paused", "w")]) == (1, 0)
+    assert shown[("a2pg_consumer_backfill_running", "audit")] == 1
+    assert shown[("a2pg_consumer_backfill_sessions", "audit")] == 0
+    assert shown[("a2pg_consumer_backfill_running", "w")] == 0
+    assert shown[("a2pg_consumer_scheduled", "w")] == 0
+
+    code, text = _a2pg("metrics", "--once", "--json", "--dsn", postgres_dsn)
+    rows = {row["consumer"]: row for row in json.loads(text)["consumers"]}
+    assert (rows["ghost"]["served_by"], rows["ghost"]["dead_letters"]) == (1, 0)
+    assert rows["v"]["paused"] is True and rows["w"]["paused"] is False
+    assert rows["w"]["oldest_blocked_age"] >= 0 and rows["v"]["oldest_blocked_age"] is None
+    backfill = rows["audit"]["backfill"]
+    assert (backfill["running"], backfill["sessions"], backfill["done_at"]) == (True, 0, None)
+    assert rows["w"]["backfill"] is None
 
 
 def test_metrics_once_json_gives_the_same_numbers(postgres_dsn: str) -> None:
@@ -106,9 +172,13 @@ def test_metrics_once_json_gives_the_same_numbers(postgres_dsn: str) -> None:
             "ready",
             "claimed",
             "backing_off",
+            "scheduled",
             "dead_letters",
             "blocked_lanes",
             "blocked",
+            "registered",
+            "paused",
+            "served_by",
         ):
             assert rows[s.consumer][field] == getattr(s, field)
     assert shown["workers"] == {"live": 0, "stale": 0}

@@ -1,4 +1,5 @@
-"""``a2pg consumers``: every consumer's work, registration and live workers; ``--unregister``."""
+"""``a2pg consumers``: every consumer's work, lag, registration, pause, backfill and live
+workers, with a legend of the columns; ``--unregister``."""
 
 from __future__ import annotations
 
@@ -16,27 +17,53 @@ if TYPE_CHECKING:
     from ...store import Store
 
 CONSUMERS_DETAILS = """\
-One row per consumer that is registered (log consumers, registered by the workers that
-serve them) or has work in some session: its heads ready, claimed, backing off and
-dead-lettered, its blocked lanes and the events held behind them, its lag (seconds the
-oldest ready head has waited), and whether a live worker serves it. --unregister NAME
-(repeatable) stops new events waking a log consumer; its cursors stay. Exits 5, and
+One row per consumer that is registered, paused, served by a live worker or has work in
+some session (a consumer with none of its own shows zeros): its heads ready, claimed,
+backing off, scheduled and dead-lettered, its blocked lanes and the events held behind
+them, its lag (how long the oldest ready head has waited, and how long the oldest
+blocked lane has been stuck), whether it is paused, its backfill, and how many live
+workers serve it. A legend under the table says what each column means. --unregister
+NAME (repeatable) stops new events waking a log consumer; its cursors stay. Exits 5, and
 unregisters nothing, when a NAME is not registered."""
 
 COLUMNS = (
     "consumer",
     "registered",
     "served",
+    "paused",
     "lane",
     "types",
     "ready",
     "claimed",
     "backing_off",
+    "scheduled",
     "dead_letters",
     "blocked_lanes",
     "blocked",
     "lag",
+    "backfill",
 )
+
+LEGEND = """\
+REGISTERED     yes: in the consumer registry (the workers serving a log consumer register
+               it), so an append, completion or redrive naming no consumers wakes it;
+               no: a targeted consumer (events name it in their targets) or a log
+               consumer no worker registered
+SERVED         live workers whose heartbeat names it (one unseen for three heartbeat
+               intervals is stale and not counted)
+PAUSED         yes: claims skip its heads until it is resumed (its counts stay)
+READY          heads claimable now
+CLAIMED        heads under a live lease
+BACKING OFF    failed heads waiting for their retry time
+SCHEDULED      heads waiting for their target's not_before (never failed)
+DEAD LETTERS   dead-lettered heads (a lane's or log's is also a blocked lane)
+BLOCKED LANES  lane and log cursors stopped at a dead letter until it is redriven
+BLOCKED        events queued behind those dead letters (counted in no other column)
+LAG            how long the oldest ready head has waited; "blocked 12m": how long the
+               oldest blocked lane has been stuck (since its head was dead-lettered)
+BACKFILL       a log consumer's backfill: sessions given a cursor so far, running or done
+"""
+"""Printed under the table: what the less obvious columns count."""
 
 
 def add_parsers(command: AddCommand) -> None:
@@ -58,16 +85,17 @@ async def cmd_consumers(args: argparse.Namespace, stdout: TextIO) -> int:
     async with opened(args) as store:
         registered = await store.registered_consumers()
         stats = await store.consumer_stats()
-        workers = await store.workers()
-    rows = consumer_rows(registered, stats, workers)
+    rows = consumer_rows(registered, stats)
     if args.json:
         out.write_json(stdout, rows)
         return EXIT_OK
-    table = [{**r, "types": _types_cell(r["types"]), "lag": _seconds_cell(r["lag"])} for r in rows]
-    stdout.write(out.render_table(COLUMNS, table, empty="no consumers"))
+    stdout.write(out.render_table(COLUMNS, [_table_row(r) for r in rows], empty="no consumers"))
+    if not rows:
+        return EXIT_OK
     for row in rows:
-        if row["registered"] and not row["served"]:
-            stdout.write(f"consumer {row['consumer']}: registered, no live worker\n")
+        for note in _notes(row):
+            stdout.write(f"consumer {row['consumer']}: {note}\n")
+    stdout.write("\n" + LEGEND)
     return EXIT_OK
 
 
@@ -76,40 +104,107 @@ def served_by_live_workers(workers: list[WorkerInfo]) -> set[str]:
     return {name for w in workers if not w.stale for name in w.beat.consumers}
 
 
-def consumer_rows(
-    registered: list[Consumer], stats: list[ConsumerStats], workers: list[WorkerInfo]
-) -> list[dict[str, Any]]:
-    """One row per consumer, by name: the registry's spec joined to its work figures."""
+def consumer_rows(registered: list[Consumer], stats: list[ConsumerStats]) -> list[dict[str, Any]]:
+    """One row per consumer, by name: the registry's spec joined to its work figures.
+    ``backfill`` is the spec's flag, ``backfill_progress`` the backfill it started."""
     specs = {c.name: c for c in registered}
     by_name = {s.consumer: s for s in stats}
-    served = served_by_live_workers(workers)
     rows = []
     for name in sorted(specs.keys() | by_name.keys()):
         spec = specs.get(name)
-        stat = by_name.get(name)
+        stat = by_name.get(name) or ConsumerStats(name, 0, 0, 0, 0, 0, 0, None, spec is not None)
         log = spec.log if spec is not None else None
+        progress = stat.backfill
         rows.append(
             {
                 "consumer": name,
                 "registered": spec is not None,
-                "served": name in served,
+                "served": stat.served_by > 0,
+                "served_by": stat.served_by,
+                "paused": stat.paused,
                 "lane": log.lane if log is not None else None,
                 "types": list(log.types) if log is not None and log.types is not None else None,
                 "backfill": log.backfill if log is not None else None,
-                "ready": stat.ready if stat else 0,
-                "claimed": stat.claimed if stat else 0,
-                "backing_off": stat.backing_off if stat else 0,
-                "dead_letters": stat.dead_letters if stat else 0,
-                "blocked_lanes": stat.blocked_lanes if stat else 0,
-                "blocked": stat.blocked if stat else 0,
-                "lag": stat.oldest_ready_age if stat else None,
+                "ready": stat.ready,
+                "claimed": stat.claimed,
+                "backing_off": stat.backing_off,
+                "scheduled": stat.scheduled,
+                "dead_letters": stat.dead_letters,
+                "blocked_lanes": stat.blocked_lanes,
+                "blocked": stat.blocked,
+                "lag": stat.oldest_ready_age,
+                "blocked_age": stat.oldest_blocked_age,
+                "backfill_progress": None
+                if progress is None
+                else {
+                    "started_at": progress.started_at,
+                    "sessions": progress.sessions,
+                    "after": progress.after,
+                    "done_at": progress.done_at,
+                    "running": progress.running,
+                },
             }
         )
     return rows
 
 
-def _seconds_cell(seconds: float | None) -> str | None:
-    return None if seconds is None else f"{seconds:.1f}s"
+def _table_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **row,
+        "served": row["served_by"],
+        "paused": "yes" if row["paused"] else None,
+        "types": _types_cell(row["types"]),
+        "lag": lag_cell(row["lag"], row["blocked_age"]),
+        "backfill": backfill_cell(row["backfill_progress"]),
+    }
+
+
+def _notes(row: dict[str, Any]) -> list[str]:
+    """What needs an operator's eye, one line each: blocked work, an unserved registration."""
+    notes = []
+    if row["blocked_lanes"]:
+        lanes = _count(row["blocked_lanes"], "lane")
+        behind = _count(row["blocked"], "event")
+        notes.append(
+            f"{lanes} blocked (the oldest for {age_text(row['blocked_age'] or 0.0)}), "
+            f"{behind} behind: see `a2pg dead-letters`"
+        )
+    if row["registered"] and not row["served"]:
+        notes.append("registered, no live worker")
+    return notes
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def age_text(seconds: float) -> str:
+    """A short age: ``3.0s`` under a minute, then ``12m``, ``3.5h``, ``2.0d``."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def lag_cell(ready_age: float | None, blocked_age: float | None) -> str | None:
+    """The ready lag, then the blocked lanes' age: ``3.0s``, ``3.0s, blocked 12m``,
+    ``blocked 12m``; nothing when neither."""
+    parts = [] if ready_age is None else [age_text(ready_age)]
+    if blocked_age is not None:
+        parts.append(f"blocked {age_text(blocked_age)}")
+    return ", ".join(parts) or None
+
+
+def backfill_cell(progress: dict[str, Any] | None) -> str | None:
+    """``running 1,200 sessions`` while a backfill runs, ``done 3,400`` once finished."""
+    if progress is None:
+        return None
+    if progress["running"]:
+        return f"running {_count(progress['sessions'], 'session')}"
+    return f"done {progress['sessions']:,}"
 
 
 def _types_cell(types: list[str] | None) -> str:

@@ -1,4 +1,5 @@
-"""The only writes: redrive one dead letter, or a confirmed list of them (POST + CSRF).
+"""The only writes: redrive one dead letter, or a confirmed list of them, and pause or resume a
+consumer (POST + CSRF).
 
 Refused with 403 in read-only mode and without a valid CSRF token, before anything
 reaches the store. After an action the browser is sent back (303) to the page it
@@ -117,3 +118,22 @@ async def redrive_many(request: Request) -> Response:
         done += result.redriven
     next_path = local_path(text(form, "next"), "/dead-letters")
     return back(request, next_path, notice=f"bulk-{action}", count=done)
+
+
+async def pause_consumer(request: Request) -> Response:
+    """Pauses one consumer (form field ``consumer``): every worker's next claim skips it."""
+    dash, form = await checked_form(request)
+    consumer = text(form, "consumer", required=True)
+    assert consumer is not None
+    await dash.store.pause_consumers([consumer])
+    return back(request, local_path(text(form, "next"), "/"), notice="paused", count=1)
+
+
+async def resume_consumer(request: Request) -> Response:
+    """Resumes one consumer (form field ``consumer``): its ready heads are claimed again,
+    and waiting workers are woken for them."""
+    dash, form = await checked_form(request)
+    consumer = text(form, "consumer", required=True)
+    assert consumer is not None
+    await dash.store.resume_consumers([consumer])
+    return back(request, local_path(text(form, "next"), "/"), notice="resumed", count=1)
