@@ -86,3 +86,44 @@ def test_backfill_of_a_consumer_without_one_exits_5(cli: Cli, dsn: str) -> None:
     result = cli("backfill", "nobody", "--dsn", dsn)
     assert result.code == 5
     assert "has no backfill" in result.err
+
+
+def test_consumers_register_with_backfill_reaches_existing_sessions(cli: Cli, dsn: str) -> None:
+    result = cli(
+        "consumers", "--register", "audit", "--types", "user.message", "--backfill", "--dsn", dsn
+    )
+    assert result.code == 0, result
+    lines = result.out.splitlines()
+    assert lines[0] == "registered audit (lane log, with backfill)"
+    assert lines[-1] == "backfill audit: done, 4 sessions, last s"
+    for session in ("b1", "b2", "b3"):
+        assert heads(dsn, session) == [("audit", 1, False)]
+    listed = json.loads(cli("consumers", "--json", "--dsn", dsn).out)
+    [audit] = [row for row in listed if row["consumer"] == "audit"]
+    assert audit["registered"] is True
+
+
+def test_consumers_register_without_backfill_waits_for_new_events(cli: Cli, dsn: str) -> None:
+    result = cli("consumers", "--register", "feed", "--json", "--dsn", dsn)
+    assert result.code == 0, result
+    assert json.loads(result.out) == {"registered": "feed", "backfill": False}
+    assert heads(dsn, "b1") == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--register", ""),
+        ("--register", "a", "--types", ""),
+        ("--register", "a", "--lane", ""),
+        ("--types", "x"),
+        ("--backfill",),
+        ("--register", "a", "--unregister", "b"),
+    ],
+)
+def test_bad_registrations_exit_2_and_register_nothing(
+    cli: Cli, dsn: str, argv: tuple[str, ...]
+) -> None:
+    result = cli("consumers", *argv, "--dsn", dsn)
+    assert result.code == 2, result
+    assert with_store(dsn, lambda store: store.registered_consumers()) == []

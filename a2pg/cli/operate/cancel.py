@@ -9,7 +9,7 @@ that may be running, so its result is never recorded.
 from __future__ import annotations
 
 import argparse
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ...models import ANY_LANE, AnyLane, CancelAction
 from .. import output as out
@@ -23,6 +23,9 @@ from ..common import (
 )
 from ..options import positive_int
 from .base import opened
+
+if TYPE_CHECKING:
+    from ...store import Store
 
 CANCEL_DETAILS = """\
 SESSION CONSUMER INDEX names a live head: not dead-lettered (that is `a2pg redrive`'s),
@@ -119,34 +122,41 @@ async def cmd_cancel(args: argparse.Namespace, stdout: TextIO) -> int:
 
 async def cmd_backfill(args: argparse.Namespace, stdout: TextIO) -> int:
     async with opened(args) as store:
-        while True:
-            progress = await store.backfill(args.consumer, limit=args.batch)
-            if progress is None:
-                fail(
-                    EXIT_NOT_FOUND,
-                    f"consumer '{args.consumer}' has no backfill: it is not registered, or "
-                    "registered without backfill=True",
-                )
-            if args.json:
-                out.write_json(
-                    stdout,
-                    {
-                        "consumer": args.consumer,
-                        "sessions": progress.sessions,
-                        "after": progress.after,
-                        "started_at": progress.started_at.isoformat(),
-                        "done": progress.done_at is not None,
-                    },
-                )
-            else:
-                state = "done" if progress.done_at is not None else "running"
-                stdout.write(
-                    f"backfill {args.consumer}: {state}, {progress.sessions} sessions"
-                    + ("" if progress.after is None else f", last {progress.after}")
-                    + "\n"
-                )
-            if progress.done_at is not None:
-                return EXIT_OK
+        await drive_backfill(store, args.consumer, batch=args.batch, json=args.json, out_=stdout)
+    return EXIT_OK
+
+
+async def drive_backfill(store: Store, name: str, *, batch: int, json: bool, out_: TextIO) -> None:
+    """Runs consumer ``name``'s backfill to its end, a line (or JSON document) per batch;
+    exits 5 when it has none. Also what ``a2pg consumers --register --backfill`` runs."""
+    while True:
+        progress = await store.backfill(name, limit=batch)
+        if progress is None:
+            fail(
+                EXIT_NOT_FOUND,
+                f"consumer '{name}' has no backfill: it is not registered, or registered "
+                "without backfill=True",
+            )
+        if json:
+            out.write_json(
+                out_,
+                {
+                    "consumer": name,
+                    "sessions": progress.sessions,
+                    "after": progress.after,
+                    "started_at": progress.started_at.isoformat(),
+                    "done": progress.done_at is not None,
+                },
+            )
+        else:
+            state = "done" if progress.done_at is not None else "running"
+            out_.write(
+                f"backfill {name}: {state}, {progress.sessions} sessions"
+                + ("" if progress.after is None else f", last {progress.after}")
+                + "\n"
+            )
+        if progress.done_at is not None:
+            return
 
 
 COMMANDS: dict[str, Command] = {"cancel": cmd_cancel, "backfill": cmd_backfill}

@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ...contract.args import check_unregister_consumers
+from ...contract.args import check_register_consumers, check_unregister_consumers
 from ...contract.limits import Limits
-from ...models import Consumer, ConsumerStats, WorkerInfo
+from ...models import Consumer, ConsumerStats, LogSpec, WorkerInfo
 from .. import output as out
-from ..common import EXIT_NOT_FOUND, EXIT_OK, AddCommand, Command, fail
+from ..common import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, AddCommand, Command, fail
 from .base import opened
+from .cancel import drive_backfill
 
 if TYPE_CHECKING:
     from ...store import Store
@@ -24,7 +25,9 @@ them, its lag (how long the oldest ready head has waited, and how long the oldes
 blocked lane has been stuck), whether it is paused, its backfill, and how many live
 workers serve it. A legend under the table says what each column means. --unregister
 NAME (repeatable) stops new events waking a log consumer; its cursors stay. Exits 5, and
-unregisters nothing, when a NAME is not registered."""
+unregisters nothing, when a NAME is not registered. --register NAME [--types T1,T2]
+[--lane LANE] [--backfill] registers a log consumer as a worker serving it would; with
+--backfill it then runs the backfill, printing its progress."""
 
 COLUMNS = (
     "consumer",
@@ -77,9 +80,31 @@ def add_parsers(command: AddCommand) -> None:
         default=None,
         help="unregister this log consumer (repeatable)",
     )
+    register = consumers.add_argument_group(
+        "registering a log consumer (what a worker serving it does at start)"
+    )
+    register.add_argument("--register", metavar="NAME", help="register log consumer NAME")
+    register.add_argument(
+        "--types", metavar="T1,T2", help="--register: the event types it takes (default: all)"
+    )
+    register.add_argument(
+        "--lane", metavar="LANE", default="log", help="--register: its cursor's name"
+    )
+    register.add_argument(
+        "--backfill",
+        action="store_true",
+        help="--register: start at the clear marker, and bring every existing session's "
+        "cursor into being now (the registry backfill; a worker resumes it if this stops)",
+    )
 
 
 async def cmd_consumers(args: argparse.Namespace, stdout: TextIO) -> int:
+    if args.register is not None:
+        if args.unregister:
+            fail(EXIT_USAGE, "--register and --unregister: one at a time")
+        return await _register(args, stdout)
+    if args.types is not None or args.backfill or args.lane != "log":
+        fail(EXIT_USAGE, "--types, --lane and --backfill describe a consumer to --register")
     if args.unregister:
         return await _unregister(args, stdout)
     async with opened(args) as store:
@@ -209,6 +234,23 @@ def backfill_cell(progress: dict[str, Any] | None) -> str | None:
 
 def _types_cell(types: list[str] | None) -> str:
     return "" if types is None else ",".join(types)
+
+
+async def _register(args: argparse.Namespace, stdout: TextIO) -> int:
+    types = None if args.types is None else tuple(args.types.split(","))
+    consumer = Consumer(args.register, LogSpec(args.lane, types, args.backfill))
+    # A bad name, lane or type: exit 2, before connecting.
+    [checked] = check_register_consumers([consumer], limits=Limits())
+    async with opened(args) as store:
+        await store.register_consumers([checked])
+        if not args.json:
+            kind = "with backfill" if args.backfill else "from each session's next event"
+            stdout.write(f"registered {checked.name} (lane {args.lane}, {kind})\n")
+        if args.backfill:
+            await drive_backfill(store, checked.name, batch=100, json=args.json, out_=stdout)
+        elif args.json:
+            out.write_json(stdout, {"registered": checked.name, "backfill": False})
+    return EXIT_OK
 
 
 async def _unregister(args: argparse.Namespace, stdout: TextIO) -> int:
