@@ -23,8 +23,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
+from .contract import propagation
 from .contract.args import (
+    ActivityArgs,
     AppendArgs,
+    AttemptsArgs,
+    AuditArgs,
+    AuditLogArgs,
     CancelArgs,
     ClaimAnyArgs,
     ClaimArgs,
@@ -33,13 +38,17 @@ from .contract.args import (
     CompletionItem,
     FailArgs,
     HeldClaimsArgs,
+    PruneAttemptsArgs,
     PutSnapshotsArgs,
     ReadArgs,
     ReadStateArgs,
     RedriveArgs,
     SessionsArgs,
     WakeLogArgs,
+    check_activity,
     check_append,
+    check_attempts,
+    check_audit_log,
     check_backfill,
     check_cancel_head,
     check_claim_any,
@@ -49,13 +58,16 @@ from .contract.args import (
     check_complete_attempts,
     check_fail_attempt,
     check_find_dead_letters,
+    check_find_heads,
     check_forget_workers,
     check_heartbeat,
     check_next_due,
     check_pause_consumers,
+    check_prune_attempts,
     check_put_snapshots,
     check_read,
     check_read_state,
+    check_record_audit,
     check_redrive,
     check_register_consumers,
     check_release_claims,
@@ -74,9 +86,12 @@ from .errors import InvalidArgument, store_closed
 from .feeds import Feed
 from .models import (
     ANY_LANE,
+    ActivityPoint,
     AnyLane,
     AppendResult,
+    AttemptRecord,
     AttemptRef,
+    AuditEntry,
     BackfillProgress,
     CancelAction,
     CancelResult,
@@ -91,7 +106,9 @@ from .models import (
     Cursor,
     DeadLetterQuery,
     FailResult,
+    FoundHead,
     Head,
+    HeadQuery,
     LogSpec,
     NewEvent,
     ReclaimResult,
@@ -186,10 +203,17 @@ class CheckedStore(ABC):
         names the event these were caused by (fenced by the session's clear marker).
         ``consumers`` names the log consumers to wake (default: the registered ones).
         """
-        args, wake = await self._prepare_append(
-            session_id, events, consumers=consumers, origin_index=origin_index
-        )
-        return await self._append(args, wake)
+        span = propagation.append_span()  # None unless a span is current
+        if span is None:
+            args, wake = await self._prepare_append(
+                session_id, events, consumers=consumers, origin_index=origin_index
+            )
+            return await self._append(args, wake)
+        with span as published:
+            args, wake = await self._prepare_append(
+                session_id, events, consumers=consumers, origin_index=origin_index
+            )
+            return published(args.session_id, await self._append(args, wake))
 
     async def _prepare_append(
         self,
@@ -213,6 +237,7 @@ class CheckedStore(ABC):
             consumers=consumers,
             origin_index=origin_index,
             limits=self._limits,
+            trace_parent=propagation.current(),
         )
         wake = await (wake_set or self._wake_set)(args.consumers)
         refuse_log_targets(args.events, wake)
@@ -490,6 +515,39 @@ class CheckedStore(ABC):
         )
         return await self._cancel_head(args, await self._wake_set(args.consumers))
 
+    async def attempts(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        index: int,
+        lane: str | AnyLane | None = ANY_LANE,
+    ) -> list[AttemptRecord]:
+        """The attempt history of the consumer's head at ``index``: every finished attempt
+        (completed, failed, dead-lettered, released, lapsed, cancelled), by attempt number,
+        of the cursor ``lane`` names (``ANY_LANE``: all of the consumer's at that index).
+        An attempt still running is not in it: it is the head's dispatch (``cursors``)."""
+        self._check_open()
+        args = check_attempts(
+            session_id, consumer=consumer, index=index, lane=lane, limits=self._limits
+        )
+        return await self._attempts(args)
+
+    async def activity(self, *, since: datetime, bucket: float = 60.0) -> list[ActivityPoint]:
+        """Per consumer and per ``bucket`` seconds since ``since``: the attempts that ended,
+        by outcome, and their mean and longest duration, from the attempt history (so a
+        restarted dashboard still shows the past), by consumer then time. Buckets with no
+        attempt are left out."""
+        self._check_open()
+        return await self._activity(check_activity(since=since, bucket=bucket))
+
+    async def prune_attempts(self, *, before: datetime, limit: int = 10_000) -> int:
+        """Deletes up to ``limit`` attempts that ended before ``before`` (oldest first), the
+        attempt history's retention; returns how many. Call it until it returns less than
+        ``limit`` (``a2pg prune-attempts --older-than``)."""
+        self._check_open()
+        return await self._prune_attempts(check_prune_attempts(before=before, limit=limit))
+
     # -- state snapshots -------------------------------------------------------------------
 
     async def read_state(
@@ -607,6 +665,12 @@ class CheckedStore(ABC):
         self._check_open()
         return await self._find_dead_letters(check_find_dead_letters(query, limits=self._limits))
 
+    async def find_heads(self, query: HeadQuery) -> list[FoundHead]:
+        """Live heads of every session in ``query.state`` (ready, held, backing off,
+        scheduled) matching its filters, one keyset page in claim order, oldest first."""
+        self._check_open()
+        return await self._find_heads(check_find_heads(query, limits=self._limits))
+
     async def consumer_stats(self) -> list[ConsumerStats]:
         """Per consumer (registered or holding heads), by name: what monitoring shows."""
         self._check_open()
@@ -628,6 +692,20 @@ class CheckedStore(ABC):
         """Every worker row by holder, stale ones included (see ``WorkerInfo.stale``)."""
         self._check_open()
         return await self._list_workers()
+
+    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
+        """Records one operator action in the audit log (the dashboard and the CLI call it
+        after each action they run); returns it as stored, with the ``id`` (a time-ordered
+        id from the store's id generator) and ``at`` (the store's clock) it was given."""
+        self._check_open()
+        return await self._record_audit(check_record_audit(entry, limits=self._limits))
+
+    async def audit_log(self, *, after: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """Audit entries newest first (by ``at``, then ``id``), at most ``limit``: those
+        older than the entry whose id is ``after`` (the last of the previous page); an
+        ``after`` naming no entry gives an empty page."""
+        self._check_open()
+        return await self._audit_log(check_audit_log(after=after, limit=limit, limits=self._limits))
 
     # -- live feeds ------------------------------------------------------------------------
 
@@ -716,6 +794,15 @@ class CheckedStore(ABC):
     async def _cancel_head(self, args: CancelArgs, wake: Sequence[Consumer]) -> CancelResult: ...
 
     @abstractmethod
+    async def _attempts(self, args: AttemptsArgs) -> list[AttemptRecord]: ...
+
+    @abstractmethod
+    async def _prune_attempts(self, args: PruneAttemptsArgs) -> int: ...
+
+    @abstractmethod
+    async def _activity(self, args: ActivityArgs) -> list[ActivityPoint]: ...
+
+    @abstractmethod
     async def _read_state(self, args: ReadStateArgs) -> StateRead: ...
 
     @abstractmethod
@@ -772,6 +859,9 @@ class CheckedStore(ABC):
     async def _find_dead_letters(self, query: DeadLetterQuery) -> list[Head]: ...
 
     @abstractmethod
+    async def _find_heads(self, query: HeadQuery) -> list[FoundHead]: ...
+
+    @abstractmethod
     async def _consumer_stats(self) -> list[ConsumerStats]: ...
 
     @abstractmethod
@@ -783,6 +873,13 @@ class CheckedStore(ABC):
 
     @abstractmethod
     async def _list_workers(self) -> list[WorkerInfo]: ...
+
+    @abstractmethod
+    async def _record_audit(self, args: AuditArgs) -> AuditEntry:
+        """Stores the entry with a new id and the store's time now; returns it so."""
+
+    @abstractmethod
+    async def _audit_log(self, args: AuditLogArgs) -> list[AuditEntry]: ...
 
     @abstractmethod
     async def _now(self) -> datetime:
@@ -876,6 +973,15 @@ class StoreProxy(CheckedStore):
     async def _next_due_in(self, consumers: Sequence[Consumer] | None) -> float | None:
         return await self.inner._next_due_in(consumers)
 
+    async def _attempts(self, args: AttemptsArgs) -> list[AttemptRecord]:
+        return await self.inner._attempts(args)
+
+    async def _prune_attempts(self, args: PruneAttemptsArgs) -> int:
+        return await self.inner._prune_attempts(args)
+
+    async def _activity(self, args: ActivityArgs) -> list[ActivityPoint]:
+        return await self.inner._activity(args)
+
     async def _read_state(self, args: ReadStateArgs) -> StateRead:
         return await self.inner._read_state(args)
 
@@ -922,6 +1028,9 @@ class StoreProxy(CheckedStore):
     async def _find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
         return await self.inner._find_dead_letters(query)
 
+    async def _find_heads(self, query: HeadQuery) -> list[FoundHead]:
+        return await self.inner._find_heads(query)
+
     async def _consumer_stats(self) -> list[ConsumerStats]:
         return await self.inner._consumer_stats()
 
@@ -933,6 +1042,12 @@ class StoreProxy(CheckedStore):
 
     async def _list_workers(self) -> list[WorkerInfo]:
         return await self.inner._list_workers()
+
+    async def _record_audit(self, args: AuditArgs) -> AuditEntry:
+        return await self.inner._record_audit(args)
+
+    async def _audit_log(self, args: AuditLogArgs) -> list[AuditEntry]:
+        return await self.inner._audit_log(args)
 
     async def _now(self) -> datetime:
         return await self.inner._now()

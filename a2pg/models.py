@@ -112,6 +112,9 @@ class StoredEvent:
     session_id: str
     created_at: datetime
     cause: Cause | None = None
+    trace_parent: str | None = None
+    """The W3C trace context of the append that stored it (``traceparent``, then a space
+    and ``tracestate`` when there is one), or None: appended with no span current."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +466,36 @@ class ConsumerStats:
     """Live workers (``WorkerInfo.stale`` false) whose last heartbeat names it."""
 
 
+AttemptOutcome = Literal["completed", "failed", "dead_lettered", "released", "lapsed", "cancelled"]
+"""How an attempt ended: completed; failed (to be retried) or dead-lettered by
+``fail_attempt``; released (handed back: shutdown); lapsed (its lease ran out, found by
+the next claim; ``dead_lettered`` when that claim dead-lettered the head); cancelled
+(``cancel_head`` while it ran)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One finished attempt of a head, from the attempt history (``Store.attempts``)."""
+
+    consumer: str
+    lane: str | None
+    index: int
+    attempt: int
+    holder: str | None
+    started_at: datetime | None
+    """When it was claimed (the cursor's ``last_claimed_at`` then)."""
+    ended_at: datetime
+    outcome: AttemptOutcome
+    error: str | None = None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from its claim to its end."""
+        if self.started_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerBeat:
     """What a live worker reports about itself each heartbeat (``Store.heartbeat``)."""
@@ -500,6 +533,83 @@ class WorkerInfo:
         return self.seen_ago > 3 * self.beat.interval
 
 
+AuditAction = Literal[
+    "redrive.retry",
+    "redrive.skip",
+    "cancel.skip",
+    "cancel.dead_letter",
+    "pause",
+    "resume",
+    "clear",
+    "reclaim",
+    "register",
+    "unregister",
+    "backfill",
+    "forget_workers",
+]
+"""What an operator did, one per write the dashboard or the CLI offers: ``redrive`` (one
+head or a bulk selection), ``cancel_head``, ``pause_consumers``/``resume_consumers``,
+``clear``, ``reclaim``, ``register_consumers``/``unregister_consumers``, a registry
+``backfill`` run by hand, ``forget_workers`` (``a2pg workers --forget-stale``)."""
+
+AUDIT_ACTIONS: tuple[AuditAction, ...] = (
+    "redrive.retry",
+    "redrive.skip",
+    "cancel.skip",
+    "cancel.dead_letter",
+    "pause",
+    "resume",
+    "clear",
+    "reclaim",
+    "register",
+    "unregister",
+    "backfill",
+    "forget_workers",
+)
+"""Every ``AuditAction``, in that order (what ``record_audit`` accepts)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One operator action in the audit log (``Store.record_audit``, ``Store.audit_log``).
+
+    The caller says who (``actor``: the dashboard's authenticated login, ``cli:user@host``
+    for the command line), what (``action``, and the head or consumer it touched, when
+    it touched one) and how it went (``detail``: a small JSON object of counts, filters
+    and outcome). The store sets ``id`` (a time-ordered id from its id generator) and
+    ``at`` (its clock's time): leave both None when recording.
+    """
+
+    actor: str
+    action: AuditAction
+    session_id: str | None = None
+    consumer: str | None = None
+    lane: str | None = None
+    index: int | None = None
+    detail: dict[str, JSON] = field(default_factory=dict)
+    id: str | None = None
+    at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityPoint:
+    """One consumer's finished attempts in one time bucket (``Store.activity``), from the
+    attempt history: what the dashboard's charts draw, kept by the database."""
+
+    consumer: str
+    at: datetime
+    """The bucket's start (a multiple of the bucket size since the epoch, UTC)."""
+    completed: int
+    failed: int
+    """Failed and to be retried."""
+    dead_lettered: int
+    other: int
+    """Released, lapsed or cancelled."""
+    mean_duration: float | None
+    """Mean seconds from claim to end, of the attempts with a claim time."""
+    max_duration: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class DeadLetterQuery:
     """A filter over every session's dead letters (``Store.find_dead_letters``).
@@ -533,3 +643,66 @@ class DeadLetterKey:
     def of(cls, head: Head) -> DeadLetterKey:
         """The key of a head ``find_dead_letters`` returned: pass the last one as ``after``."""
         return cls(head.session_id, head.consumer, head.lane or "", head.index)
+
+
+WorkState = Literal["ready", "held", "backing_off", "scheduled"]
+"""Where a live head stands now (``Store.find_heads``): ready (claimable: its ``ready_at``
+has passed, a lapsed lease's and a paused consumer's included), held (under a running
+lease), backing off (failed, waiting for its retry) or scheduled (waiting for its
+target's ``not_before``, or for a cancelled lease's end, never having failed)."""
+
+WORK_STATES: tuple[WorkState, ...] = ("ready", "held", "backing_off", "scheduled")
+"""Every ``WorkState``, in that order (what ``find_heads`` accepts)."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class HeadKey:
+    """Where a page of ``find_heads`` ends: the last head's ``since`` and its place in claim
+    order (``claim_any``'s: time, session, index, consumer, lane; ``lane`` is ``""`` for an
+    event cursor)."""
+
+    ready_at: datetime
+    session_id: str
+    index: int
+    consumer: str
+    lane: str
+
+    @classmethod
+    def of(cls, found: FoundHead) -> HeadKey:
+        """The key of a head ``find_heads`` returned: pass the last one as ``after``."""
+        head = found.head
+        return cls(found.since, head.session_id, head.index, head.consumer, head.lane or "")
+
+
+@dataclass(frozen=True, slots=True)
+class HeadQuery:
+    """A filter over every session's live heads in one state (``Store.find_heads``).
+
+    ``event_type`` is the head event's exact type; ``error`` matches as
+    ``DeadLetterQuery.error`` does (a substring of the last error, ASCII case ignored);
+    the filters are ANDed, ``None`` filters nothing. Pages are in claim order, oldest
+    ``since`` first; ``after`` is ``HeadKey.of(last)`` of the previous page. ``limit`` is
+    at most ``Limits.max_page_size``.
+    """
+
+    state: WorkState = "ready"
+    consumer: str | None = None
+    event_type: str | None = None
+    error: str | None = None
+    session_prefix: str | None = None
+    after: HeadKey | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FoundHead:
+    """A live head ``find_heads`` listed, and since when it is (or until when it is not)
+    claimable: its ``ready_at``. Ready: when it became claimable (its wait is now minus
+    ``since``); held: its lease's end; backing off: its retry time; scheduled: its due time."""
+
+    head: Head
+    since: datetime
+
+    @property
+    def key(self) -> HeadKey:
+        return HeadKey.of(self)

@@ -9,9 +9,12 @@ from typing import Protocol, runtime_checkable
 from .models import (
     ANY_LANE,
     JSON,
+    ActivityPoint,
     AnyLane,
     AppendResult,
+    AttemptRecord,
     AttemptRef,
+    AuditEntry,
     BackfillProgress,
     CancelAction,
     CancelResult,
@@ -26,7 +29,9 @@ from .models import (
     Cursor,
     DeadLetterQuery,
     FailResult,
+    FoundHead,
     Head,
+    HeadQuery,
     NewEvent,
     PresenceRow,
     ReclaimResult,
@@ -205,6 +210,25 @@ class Store(Protocol):
         """Skips or dead-letters a live head, fenced against its running attempt."""
         ...
 
+    async def attempts(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        index: int,
+        lane: str | AnyLane | None = ANY_LANE,
+    ) -> list[AttemptRecord]:
+        """A head's finished attempts, by attempt number (the attempt history)."""
+        ...
+
+    async def activity(self, *, since: datetime, bucket: float = 60.0) -> list[ActivityPoint]:
+        """Finished attempts per consumer and time bucket since ``since``."""
+        ...
+
+    async def prune_attempts(self, *, before: datetime, limit: int = 10_000) -> int:
+        """Deletes up to ``limit`` attempts that ended before ``before``; how many."""
+        ...
+
     async def read_state(
         self, session_id: str, reducer: str, *, through: int | None = None
     ) -> StateRead: ...
@@ -259,6 +283,10 @@ class Store(Protocol):
         """Dead-lettered heads of every session matching ``query``, one keyset page."""
         ...
 
+    async def find_heads(self, query: HeadQuery) -> list[FoundHead]:
+        """Live heads of every session in one state matching ``query``, one keyset page."""
+        ...
+
     async def consumer_stats(self) -> list[ConsumerStats]:
         """Per consumer (registered or holding heads), by name: what monitoring shows."""
         ...
@@ -273,6 +301,14 @@ class Store(Protocol):
 
     async def workers(self) -> list[WorkerInfo]:
         """Every worker row by holder, stale ones included (see ``WorkerInfo.stale``)."""
+        ...
+
+    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
+        """Records one operator action; returns it with the ``id`` and ``at`` it was given."""
+        ...
+
+    async def audit_log(self, *, after: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """Audit entries newest first, those after the entry ``after`` (a keyset page)."""
         ...
 
     async def close(self) -> None: ...

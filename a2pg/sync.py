@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import math
 import os
 import threading
@@ -40,9 +41,12 @@ from .front import CheckedStore
 from .models import (
     ANY_LANE,
     JSON,
+    ActivityPoint,
     AnyLane,
     AppendResult,
+    AttemptRecord,
     AttemptRef,
+    AuditEntry,
     BackfillProgress,
     CancelAction,
     CancelResult,
@@ -51,7 +55,9 @@ from .models import (
     ConsumerStats,
     Cursor,
     DeadLetterQuery,
+    FoundHead,
     Head,
+    HeadQuery,
     NewEvent,
     PresenceRow,
     ReclaimResult,
@@ -259,11 +265,20 @@ class SyncStore:
         with self._lock:
             if self._closed:
                 raise store_closed()
-            future = asyncio.run_coroutine_threadsafe(self._invoke(call), self._loop)
+            context = contextvars.copy_context()
+            future = asyncio.run_coroutine_threadsafe(self._invoke(call, context), self._loop)
         return self._wait(future)
 
-    async def _invoke(self, call: Callable[[CheckedStore], Awaitable[T]]) -> T:
-        return await call(self._store)
+    async def _invoke(
+        self, call: Callable[[CheckedStore], Awaitable[T]], context: contextvars.Context
+    ) -> T:
+        """Runs the call in the caller's context (a copy), so what it carries (the current
+        trace span, which ``append`` stores with the events) is the caller's thread's."""
+
+        async def run() -> T:
+            return await call(self._store)
+
+        return await asyncio.get_running_loop().create_task(run(), context=context)
 
     def _wait(self, future: concurrent.futures.Future[T]) -> T:
         """The answer, or the async store's error as it raised it; past the deadline the
@@ -379,6 +394,27 @@ class SyncStore:
         """``CheckedStore.dead_letters``, blocking."""
         return self._call(lambda store: store.dead_letters(session_id))
 
+    def attempts(
+        self,
+        session_id: str,
+        *,
+        consumer: str,
+        index: int,
+        lane: str | AnyLane | None = ANY_LANE,
+    ) -> list[AttemptRecord]:
+        """``CheckedStore.attempts``, blocking."""
+        return self._call(
+            lambda store: store.attempts(session_id, consumer=consumer, index=index, lane=lane)
+        )
+
+    def activity(self, *, since: datetime, bucket: float = 60.0) -> list[ActivityPoint]:
+        """``CheckedStore.activity``, blocking."""
+        return self._call(lambda store: store.activity(since=since, bucket=bucket))
+
+    def prune_attempts(self, *, before: datetime, limit: int = 10_000) -> int:
+        """``CheckedStore.prune_attempts``, blocking."""
+        return self._call(lambda store: store.prune_attempts(before=before, limit=limit))
+
     def redrive(
         self,
         session_id: str,
@@ -483,6 +519,10 @@ class SyncStore:
         """``CheckedStore.find_dead_letters``, blocking."""
         return self._call(lambda store: store.find_dead_letters(query))
 
+    def find_heads(self, query: HeadQuery) -> list[FoundHead]:
+        """``CheckedStore.find_heads``, blocking."""
+        return self._call(lambda store: store.find_heads(query))
+
     def consumer_stats(self) -> list[ConsumerStats]:
         """``CheckedStore.consumer_stats``, blocking."""
         return self._call(lambda store: store.consumer_stats())
@@ -498,6 +538,14 @@ class SyncStore:
     def forget_workers(self, holders: Sequence[str]) -> None:
         """``CheckedStore.forget_workers``, blocking."""
         self._call(lambda store: store.forget_workers(holders))
+
+    def record_audit(self, entry: AuditEntry) -> AuditEntry:
+        """``CheckedStore.record_audit``, blocking."""
+        return self._call(lambda store: store.record_audit(entry))
+
+    def audit_log(self, *, after: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """``CheckedStore.audit_log``, blocking."""
+        return self._call(lambda store: store.audit_log(after=after, limit=limit))
 
 
 class SyncPresence:

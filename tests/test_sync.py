@@ -43,7 +43,7 @@ from a2pg.contract import Limits
 from a2pg.contract.args import ReadArgs
 from a2pg.front import CheckedStore, StoreProxy
 from a2pg.ids import FakeClock, SequentialIds
-from a2pg.models import StoredEvent
+from a2pg.models import AuditEntry, HeadQuery, StoredEvent
 from a2pg.store import Presence
 from a2pg.sync import (
     DEFAULT_TIMEOUT,
@@ -422,6 +422,9 @@ CALLS: dict[str, Callable[[SyncStore], Any]] = {
     "dead_letters": lambda s: s.dead_letters("s"),
     "redrive": lambda s: s.redrive("s", consumer="c", index=1, action="retry"),
     "cancel_head": lambda s: s.cancel_head("s", consumer="c", index=1, action="skip"),
+    "attempts": lambda s: s.attempts("s", consumer="c", index=1),
+    "prune_attempts": lambda s: s.prune_attempts(before=datetime(2000, 1, 1, tzinfo=UTC)),
+    "activity": lambda s: s.activity(since=datetime(2000, 1, 1, tzinfo=UTC)),
     "read_state": lambda s: s.read_state("s", "r"),
     "put_snapshots": lambda s: s.put_snapshots("s", "r", [SnapshotWrite(1, 1)]),
     "clear": lambda s: s.clear("s"),
@@ -433,10 +436,13 @@ CALLS: dict[str, Callable[[SyncStore], Any]] = {
     "registered_consumers": lambda s: s.registered_consumers(),
     "backfill": lambda s: s.backfill("audit"),
     "find_dead_letters": lambda s: s.find_dead_letters(DeadLetterQuery()),
+    "find_heads": lambda s: s.find_heads(HeadQuery()),
     "consumer_stats": lambda s: s.consumer_stats(),
     "next_due_in": lambda s: s.next_due_in(),
     "workers": lambda s: s.workers(),
     "forget_workers": lambda s: s.forget_workers(["w"]),
+    "record_audit": lambda s: s.record_audit(AuditEntry("ops", "pause", consumer="c")),
+    "audit_log": lambda s: s.audit_log(),
 }
 """One call of each operation the facade offers (``close`` and ``presence`` aside)."""
 
@@ -650,3 +656,17 @@ def test_the_store_runs_on_its_own_clock(open_sync: OpenSync, clock: FakeClock) 
     clock.advance(60)
     second = facade.append("s", [ev()]).events[0].created_at
     assert second - first == timedelta(seconds=60)
+
+
+def test_a_call_runs_in_the_callers_context(sync_store: SyncStore) -> None:
+    """What the caller's thread carries (its trace context) reaches the store: an append
+    stores the caller's traceparent, not the loop thread's nothing."""
+    from a2pg import NewEvent
+    from a2pg.contract.propagation import carry
+
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with carry(traceparent):
+        [event] = sync_store.append("ctx", [NewEvent("a")]).events
+    assert event.trace_parent == traceparent
+    [plain] = sync_store.append("ctx", [NewEvent("b")]).events
+    assert plain.trace_parent is None

@@ -11,16 +11,22 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AddCommand, Command, fail, open_cli_store
-from .options import positive_float
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AddCommand, Command, fail, site
+from .options import non_negative_float, positive_float
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
     from ..dashboard.security import Auth
     from ..dashboard.serve import Listener
+    from ..front import CheckedStore
     from ..store import Store
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
+WAIT_RETRY_EVERY = 2.0
+"""Longest pause between two tries of ``--wait`` (the backoff's cap): a line at least
+this often while the database is away."""
 
 DETAILS = """\
 Overview (per consumer: ready, claimed, backing off, dead letters, blocked lanes, lag;
@@ -31,8 +37,11 @@ refuses every action. Authentication, from the environment: A2PG_DASHBOARD_TOKEN
 (requests carry `Authorization: Bearer <token>`) and/or A2PG_DASHBOARD_BASIC
 (`user:password`, HTTP basic auth for browsers). Behind a reverse proxy, let the proxy
 do TLS (and auth, if you like) and pass --root-path when it serves the dashboard under
-a prefix. Needs `pip install 'a2pg[dashboard]'`. Exits 1 when it cannot listen on
---host/--port."""
+a prefix. /healthz (the process serves) and /readyz (the store answers) are for
+probes, without authentication, and show no data. --wait SECONDS waits that long for a
+database server that is not up yet (a warning per try) before exiting 3, for a
+dashboard deployed beside its database. Needs `pip install 'a2pg[dashboard]'`. Exits 1
+when it cannot listen on --host/--port."""
 
 
 def add_parsers(command: AddCommand) -> None:
@@ -41,6 +50,14 @@ def add_parsers(command: AddCommand) -> None:
     add_server_options(parser, prefix="")
     parser.add_argument(
         "--read-only", action="store_true", help="hide every action and refuse every POST"
+    )
+    parser.add_argument(
+        "--wait",
+        type=non_negative_float,
+        default=0.0,
+        metavar="SECONDS",
+        help="how long to wait for an unreachable database server at start, retrying with "
+        "backoff and a warning per try, before exiting 3 (default 0: one try)",
     )
 
 
@@ -181,10 +198,25 @@ async def cmd_dashboard(args: argparse.Namespace, stdout: TextIO) -> int:
         read_only=args.read_only,
     )
     try:
-        async with open_cli_store(args) as store:
+        async with _opening(args) as store:
             return await serve_store(store, serving, stdout)
     finally:
         serving.listener.sock.close()
+
+
+def _opening(args: argparse.Namespace) -> AbstractAsyncContextManager[CheckedStore]:
+    """The store, once its database server answers (``--wait``, as ``a2pg worker``'s);
+    a SQLite file is opened at once. The socket listens meanwhile, so the first
+    requests wait in its queue rather than being refused."""
+    from .secrets import hider
+    from .startup import store_when_reachable
+
+    database = site(args)
+    if not database.server:
+        return database.open_store()
+    return store_when_reachable(
+        database, wait=args.wait, every=WAIT_RETRY_EVERY, hide=hider(args.dsn)
+    )
 
 
 COMMANDS: dict[str, Command] = {"dashboard": cmd_dashboard}

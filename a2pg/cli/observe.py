@@ -1,4 +1,5 @@
-"""``a2pg worker``'s observability: its log format, its metrics endpoint, its spans."""
+"""``a2pg worker``'s observability: its log format, its metrics endpoint, its spans and
+where they are exported."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("a2pg.worker")
 
+OTEL_EXPORTERS = ("console", "otlp")
+"""Where ``--otel-exporter`` sends spans: stdout, or an OTLP collector."""
+
 DEFAULT_METRICS_HOST = "127.0.0.1"
 """Loopback, as the dashboard: the endpoint has no authentication, so it is exposed beyond
 this machine only when asked (``--metrics-host 0.0.0.0`` in a container, where the
@@ -38,7 +42,8 @@ def port(text: str) -> int:
 
 
 def add_worker_observability_options(worker: argparse.ArgumentParser) -> None:
-    """``--log-format``, ``--metrics-port/-store/-host`` (``--log-level`` is beside)."""
+    """``--log-format``, ``--metrics-port/-store/-host``, ``--otel-exporter`` (``--log-level``
+    is beside)."""
     worker.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
@@ -52,8 +57,9 @@ def add_worker_observability_options(worker: argparse.ArgumentParser) -> None:
         type=port,
         default=None,
         metavar="PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (0 picks a free port, "
-        "logged at INFO); needs pip install 'a2pg[metrics]'",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics, and the probes /healthz "
+        "(liveness) and /readyz (readiness) (0 picks a free port, logged at INFO); needs "
+        "pip install 'a2pg[metrics]'",
     )
     worker.add_argument(
         "--metrics-store",
@@ -67,6 +73,16 @@ def add_worker_observability_options(worker: argparse.ArgumentParser) -> None:
         metavar="HOST",
         help="the address --metrics-port listens on (default: %(default)s, this machine "
         "only; 0.0.0.0 for a scraper elsewhere, as in a container)",
+    )
+    worker.add_argument(
+        "--otel-exporter",
+        choices=OTEL_EXPORTERS,
+        default=None,
+        help="export OpenTelemetry spans (attempts, the appends and store calls that do "
+        "work) to stdout (console) or over OTLP (otlp: OTEL_EXPORTER_OTLP_ENDPOINT and "
+        "the other OTEL_* variables); needs opentelemetry-sdk, and "
+        "opentelemetry-exporter-otlp for otlp (default: spans go to the provider the app "
+        "sets, if any)",
     )
 
 
@@ -134,29 +150,56 @@ class Observers:
             self.registry.unregister(collector)  # no scrape reaches a closed store
 
 
+def tracing(stack: contextlib.ExitStack, exporter: str | None) -> list[WorkerHooks]:
+    """The worker's tracing hooks: none without OpenTelemetry's API; with
+    ``--otel-exporter``, an SDK provider exporting there, made the global one (the
+    handlers' spans and appends go there too) and flushed when ``stack`` closes; else the
+    global provider's (no-ops until the app sets one). A missing package is a usage error."""
+    if exporter is None:
+        if not available("opentelemetry.trace"):
+            return []
+        from ..observability.tracing import WorkerTracing
+
+        return [WorkerTracing()]
+    if not available("opentelemetry.trace"):
+        fail(
+            EXIT_USAGE,
+            f"--otel-exporter needs {EXTRAS['otel']} and opentelemetry-sdk, which are not "
+            "installed: pip install 'a2pg[otel]' opentelemetry-sdk",
+        )
+    from opentelemetry import trace
+
+    from ..observability.tracing import WorkerTracing, exporting_provider
+
+    try:
+        provider = exporting_provider("console" if exporter == "console" else "otlp")
+    except ImportError as exc:
+        fail(EXIT_USAGE, str(exc))
+    trace.set_tracer_provider(provider)
+    stack.callback(provider.shutdown)
+    return [WorkerTracing(provider)]
+
+
 @contextlib.contextmanager
 def worker_observers(args: argparse.Namespace) -> Iterator[Observers]:
     """The worker's observers while the block runs: spans when OpenTelemetry's API is
-    installed (no-ops until an SDK is configured), and with ``--metrics-port`` the metrics,
-    served over HTTP. A missing extra or a port that cannot be bound is a usage error,
-    said before anything connects to the database."""
+    installed (exported where ``--otel-exporter`` says, else no-ops until an SDK is
+    configured), and with ``--metrics-port`` the metrics, served over HTTP. A missing
+    extra or a port that cannot be bound is a usage error, said before anything connects
+    to the database."""
     observers = Observers(store_gauges=args.metrics_store)
-    if available("opentelemetry.trace"):
-        from ..observability.tracing import WorkerTracing
-
-        observers.hooks.append(WorkerTracing())
-    if args.metrics_port is None:
-        if args.metrics_store:
-            fail(EXIT_USAGE, "--metrics-store needs --metrics-port")
-        yield observers
-        return
-    require_metrics("--metrics-port")
-    from ..observability.metrics import WorkerMetrics
-
-    metrics = WorkerMetrics()
-    observers.hooks.append(metrics)
-    observers.registry = metrics.registry
+    if args.metrics_port is None and args.metrics_store:
+        fail(EXIT_USAGE, "--metrics-store needs --metrics-port")
+    if args.metrics_port is not None:
+        require_metrics("--metrics-port")
     with contextlib.ExitStack() as stack:
-        endpoint = start_endpoint(stack, metrics.registry, args.metrics_host, args.metrics_port)
-        log.info("metrics at %s", endpoint.url)
+        observers.hooks.extend(tracing(stack, args.otel_exporter))
+        if args.metrics_port is not None:
+            from ..observability.metrics import WorkerMetrics
+
+            metrics = WorkerMetrics()
+            observers.hooks.append(metrics)
+            observers.registry = metrics.registry
+            endpoint = start_endpoint(stack, metrics.registry, args.metrics_host, args.metrics_port)
+            log.info("metrics at %s", endpoint.url)
         yield observers

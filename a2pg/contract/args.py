@@ -16,16 +16,21 @@ from typing import cast
 
 from ..errors import invalid
 from ..models import (
+    AUDIT_ACTIONS,
     CLEAR_EVENT_TYPE,
     JSON,
+    WORK_STATES,
     AnyLane,
     AttemptRef,
+    AuditEntry,
     CancelAction,
     ClaimRef,
     Completion,
     Consumer,
     DeadLetterKey,
     DeadLetterQuery,
+    HeadKey,
+    HeadQuery,
     LogSpec,
     NewEvent,
     RedriveAction,
@@ -34,6 +39,7 @@ from ..models import (
 )
 from .budget import CallBudget
 from .limits import MAX_ATTEMPT, MAX_INDEX, Limits
+from .propagation import check_trace_parent
 from .render import show, type_name
 from .rules import refuse_repeated_ids
 from .scalars import (
@@ -52,6 +58,7 @@ from .scalars import (
     check_redrive_action,
     check_seconds,
     check_session_id,
+    check_text,
     check_time,
     items,
     plain_text,
@@ -83,6 +90,8 @@ class AppendArgs:
     events: list[CheckedEvent]
     consumers: Sequence[Consumer] | None
     origin_index: int | None
+    trace_parent: str | None = None
+    """The W3C context stored with each event (``contract.propagation``), or None."""
 
     @property
     def supplied_ids(self) -> list[str]:
@@ -97,8 +106,10 @@ def check_append(
     origin_index: object,
     limits: Limits,
     loop_bytes: int | None = None,
+    trace_parent: object = None,
 ) -> AppendArgs:
     """``append``'s arguments; the same id twice in the batch is ``PARTIAL_DUPLICATE_BATCH``.
+    ``trace_parent``: the trace context the front found (``propagation.current``).
 
     Targets naming a registered log consumer are refused later, by
     ``rules.refuse_log_targets``, once the backend knows its registry. ``loop_bytes``:
@@ -109,7 +120,7 @@ def check_append(
     served = check_consumers(consumers, limits, budget)
     checked = check_events(events, limits, budget)
     origin = None if origin_index is None else check_index(origin_index, "origin_index")
-    args = AppendArgs(sid, checked, served, origin)
+    args = AppendArgs(sid, checked, served, origin, check_trace_parent(trace_parent))
     refuse_repeated_ids(args.supplied_ids, "batch")
     return args
 
@@ -609,6 +620,62 @@ def check_cancel_head(
     return CancelArgs(sid, name, checked_index, checked_action, served, checked_lane)
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptsArgs:
+    session_id: str
+    consumer: str
+    index: int
+    lane: str | AnyLane | None
+    """``ANY_LANE``: every cursor of the consumer at that index; else that cursor."""
+
+
+def check_attempts(
+    session_id: object, *, consumer: object, index: object, lane: object, limits: Limits
+) -> AttemptsArgs:
+    sid = check_session_id(session_id, limits)
+    name = check_name(consumer, "consumer name", limits)
+    checked_lane = lane if isinstance(lane, AnyLane) else check_lane(lane, limits)
+    return AttemptsArgs(sid, name, check_index(index), checked_lane)
+
+
+MIN_BUCKET = 1.0
+MAX_BUCKET = 86_400.0
+"""``activity``'s bucket sizes, in seconds: one second to one day."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityArgs:
+    since: datetime
+    bucket: float
+
+
+def check_activity(*, since: object, bucket: object) -> ActivityArgs:
+    """``since`` an aware datetime in range (UTC), ``bucket`` seconds in [1, 86400]."""
+    checked = check_time(since, "since")
+    if isinstance(bucket, bool) or not isinstance(bucket, int | float):
+        raise invalid(f"bucket must be a number of seconds, not {type_name(bucket)}")
+    if not MIN_BUCKET <= bucket <= MAX_BUCKET:  # false for NaN
+        raise invalid(f"bucket must be from 1 to 86400 seconds, got {show(bucket)}")
+    return ActivityArgs(checked, float(bucket))
+
+
+MAX_PRUNE = 100_000
+"""The most attempts one ``prune_attempts`` call deletes (its batch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PruneAttemptsArgs:
+    before: datetime
+    limit: int
+
+
+def check_prune_attempts(*, before: object, limit: object) -> PruneAttemptsArgs:
+    """``before`` an aware datetime in range (UTC), ``limit`` in [1, ``MAX_PRUNE``]."""
+    return PruneAttemptsArgs(
+        check_time(before, "before"), check_count(limit, "limit", maximum=MAX_PRUNE)
+    )
+
+
 # -- state snapshots ------------------------------------------------------------------
 
 
@@ -782,6 +849,42 @@ def _check_dead_letter_key(key: object, limits: Limits) -> DeadLetterKey:
     )
 
 
+def check_find_heads(query: object, *, limits: Limits) -> HeadQuery:
+    """A ``HeadQuery``: ``state`` one of ``WORK_STATES``; each filter None or a non-empty
+    text without NUL (a consumer name, an event type, an error text of at most
+    ``Limits.max_error_length`` characters, a session id prefix); ``after`` a ``HeadKey``
+    (an aware time, lane ``""`` for an event cursor); ``limit`` in [1,
+    ``Limits.max_page_size``]."""
+    if not isinstance(query, HeadQuery):
+        raise invalid(f"query must be a HeadQuery, not {type_name(query)}")
+    given = query.state
+    state = next((s for s in WORK_STATES if s == given), None) if type(given) is str else None
+    if state is None:
+        raise invalid(f"state must be one of {', '.join(WORK_STATES)}, got {show(query.state)}")
+    consumer = query.consumer
+    consumer = None if consumer is None else check_name(consumer, "consumer name", limits)
+    event_type = query.event_type
+    event_type = None if event_type is None else check_event_type(event_type, "event type", limits)
+    error = None if query.error is None else check_error_filter(query.error, limits)
+    prefix = query.session_prefix
+    prefix = None if prefix is None else check_session_id(prefix, limits)
+    after = None if query.after is None else _check_head_key(query.after, limits)
+    count = check_count(query.limit, "limit", maximum=limits.max_page_size, setting="max_page_size")
+    return HeadQuery(state, consumer, event_type, error, prefix, after, count)
+
+
+def _check_head_key(key: object, limits: Limits) -> HeadKey:
+    if not isinstance(key, HeadKey):
+        raise invalid(f"after must be a HeadKey, not {type_name(key)}")
+    return HeadKey(
+        check_time(key.ready_at, "after.ready_at"),
+        check_session_id(key.session_id, limits),
+        check_index(key.index),
+        check_name(key.consumer, "consumer name", limits),
+        "" if key.lane == "" else check_name(key.lane, "lane name", limits),
+    )
+
+
 def check_heartbeat(beat: object, *, limits: Limits) -> WorkerBeat:
     """A ``WorkerBeat``: names within ``Limits.max_name_length`` (holder, host, version and
     each consumer, no name twice), counts non-negative ints, ``started_at`` an aware
@@ -811,6 +914,70 @@ def check_forget_workers(holders: object, *, limits: Limits) -> list[str]:
     """The holders whose rows go: at most ``Limits.max_page_size`` of them."""
     listed = items(holders, "holders", limit=limits.max_page_size, setting="max_page_size")
     return [check_holder(holder, limits) for holder in listed]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditArgs:
+    """A checked ``record_audit``: the entry (its texts checked) and its detail as JSON text."""
+
+    entry: AuditEntry
+    detail_json: str
+
+
+def check_record_audit(entry: object, *, limits: Limits) -> AuditArgs:
+    """An ``AuditEntry`` without ``id`` and ``at`` (the store sets them): ``actor`` a name,
+    ``action`` one of ``AUDIT_ACTIONS``, ``session_id``, ``consumer`` and ``lane`` None or
+    as the other operations take them, ``index`` None or an index, ``detail`` a dict of JSON
+    of at most ``Limits.max_presence_value_bytes`` (the bound of small JSON values)."""
+    if not isinstance(entry, AuditEntry):
+        raise invalid(f"entry must be an AuditEntry, not {type_name(entry)}")
+    if entry.id is not None or entry.at is not None:
+        raise invalid("an audit entry's id and at are the store's to set: leave them None")
+    actor = check_name(entry.actor, "audit actor", limits)
+    if not isinstance(entry.action, str) or entry.action not in AUDIT_ACTIONS:
+        known = ", ".join(AUDIT_ACTIONS)
+        raise invalid(f"audit action must be one of {known}, got {show(entry.action)}")
+    session = entry.session_id
+    session = None if session is None else check_session_id(session, limits)
+    consumer = entry.consumer
+    consumer = None if consumer is None else check_name(consumer, "consumer name", limits)
+    lane = check_lane(entry.lane, limits)
+    index = None if entry.index is None else check_index(entry.index)
+    if not isinstance(entry.detail, dict):
+        raise invalid(f"audit detail must be a dict, not {type_name(entry.detail)}")
+    detail_json, _ = encode_json(
+        entry.detail,
+        "audit detail",
+        limits,
+        max_bytes=limits.max_presence_value_bytes,
+        setting="max_presence_value_bytes",
+    )
+    checked = AuditEntry(actor, entry.action, session, consumer, lane, index, entry.detail)
+    return AuditArgs(checked, detail_json)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditLogArgs:
+    after: str | None
+    """The id of the last entry of the previous page (None: the newest first)."""
+    limit: int
+
+
+def check_audit_log(*, after: object, limit: object, limits: Limits) -> AuditLogArgs:
+    """``after`` None or an id as long as event ids may be, ``limit`` in [1,
+    ``Limits.max_page_size``]."""
+    checked = None
+    if after is not None:
+        checked = check_text(
+            after,
+            "after",
+            max_length=limits.max_id_length,
+            setting="max_id_length",
+            max_bytes=limits.max_id_bytes,
+            bytes_setting="max_id_bytes",
+        )
+    count = check_count(limit, "limit", maximum=limits.max_page_size, setting="max_page_size")
+    return AuditLogArgs(checked, count)
 
 
 # -- presence -------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 Every read goes through the Store protocol (the same operations, and so the same
 named SQL, as the CLI), so the dashboard runs on ``MemoryStore`` as on PostgreSQL or
 SQLite; an outage of the store's database is a 503 on each (``outages.py``).
+``/healthz`` and ``/readyz`` answer probes ahead of authentication (``probes.py``).
 """
 
 from __future__ import annotations
@@ -24,10 +25,16 @@ from ..errors import A2Error
 from ..store import Store
 from .outages import UNAVAILABLE, Outages
 from .pages.actions import pause_consumer, redrive_many, redrive_one, resume_consumer
+from .pages.activity import activity_page
+from .pages.audit import audit_page
+from .pages.confirmations import confirm_pause, confirm_redrive
 from .pages.dead_letters import confirm_page, dead_letters_page
 from .pages.overview import overview_page
+from .pages.selection import confirm_selected
 from .pages.sessions import session_page, sessions_page
 from .pages.tail import tail_stream
+from .pages.work import cancel_many, confirm_cancel, head_page, work_page
+from .probes import Probes, Readiness
 from .render import Pages
 from .security import Auth, Csrf, NoSniff, RequireAuth
 from .state import Dashboard, dashboard_of
@@ -75,7 +82,16 @@ def create_app(
         Route("/session", session_page, name="session"),
         Route("/session/stream", tail_stream, name="tail"),
         Route("/dead-letters", dead_letters_page, name="dead_letters"),
+        Route("/work", work_page, name="work"),
+        Route("/work/confirm", confirm_cancel, methods=["POST"], name="confirm_cancel"),
+        Route("/work/cancel", cancel_many, methods=["POST"], name="cancel_many"),
+        Route("/sessions/{rest:path}", head_page, name="head"),
+        Route("/audit", audit_page, name="audit"),
+        Route("/activity", activity_page, name="activity"),
         Route("/dead-letters/confirm", confirm_page, name="confirm"),
+        Route("/dead-letters/confirm", confirm_selected, methods=["POST"], name="confirm_selected"),
+        Route("/redrive/confirm", confirm_redrive, name="confirm_redrive"),
+        Route("/consumers/pause/confirm", confirm_pause, name="confirm_pause"),
         Route("/redrive", redrive_one, methods=["POST"], name="redrive"),
         Route("/redrive/many", redrive_many, methods=["POST"], name="redrive_many"),
         Route("/consumers/pause", pause_consumer, methods=["POST"], name="pause_consumer"),
@@ -86,6 +102,7 @@ def create_app(
         routes=routes,
         middleware=[
             Middleware(NoSniff),
+            Middleware(Probes, readiness=Readiness(store, stopping=lambda: dashboard.closing)),
             Middleware(RequireAuth, auth=auth or Auth()),
             Middleware(Outages, page=_database_down),
         ],
@@ -94,6 +111,7 @@ def create_app(
         max_body_size=MAX_BODY_BYTES,
     )
     app.state.dashboard = dashboard
+    app.state.auth = auth or Auth()  # the audit log's actors (pages/audit.py: actor_of)
     return app
 
 

@@ -20,6 +20,7 @@ from ..models import (
     RenewResult,
     Settled,
 )
+from . import attempts as history
 from .cursors import dead_letter, refresh_types
 from .ready import ReadyQueue
 from .state import CursorState, SessionState, cursor_key
@@ -122,6 +123,8 @@ def claim_head(
     failure first; reaching ``max_failures`` dead-letters the head instead."""
     dispatch = cursor.dispatch
     if dispatch.claim_holder is not None:
+        exhausted = max_failures is not None and dispatch.failure_count + 1 >= max_failures
+        history.record(session, cursor, "dead_lettered" if exhausted else "lapsed", now)
         dispatch = replace(dispatch, failure_count=dispatch.failure_count + 1)
         if max_failures is not None and dispatch.failure_count >= max_failures:
             cursor.dispatch = replace(
@@ -170,6 +173,7 @@ def release(session: SessionState | None, args: HeldClaimsArgs, *, now: datetime
     held, superseded = _judge(session, args.claims, args.holder)
     released: list[ClaimRef] = []
     for claim, cursor in held:
+        history.record(session, cursor, "released", now)
         cursor.dispatch = replace(cursor.dispatch, claim_holder=None, claim_expires_at=None)
         session.set_ready(cursor, now)
         session.new_work = True

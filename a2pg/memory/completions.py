@@ -31,6 +31,7 @@ from ..models import (
     RedriveResult,
     Superseded,
 )
+from . import attempts as history
 from .cursors import (
     advance,
     dead_letter,
@@ -106,6 +107,7 @@ def _complete(
         refuse_targeted_lanes(session, [checked.event.type for checked in args.events], wake)
         refresh_types(session, wake)
         rows = insert(session, args.events, now=now, new_id=new_id, wake=wake, cause=cause)
+        history.record(session, cursor, "completed", now)
         advance(session, cursor, CompletedAttempt(cause.attempt, tuple(args.ids)), now)
         return Completed([row.stored() for row in rows])
     if verdict == "replay" and recorded is not None:
@@ -132,6 +134,7 @@ def fail(session: SessionState | None, args: FailArgs, *, now: datetime) -> Fail
     dead = result.outcome == "dead_lettered"
     delay = None if dead else args.retry_after
     retry_at = None if delay is None else now + timedelta(seconds=delay)
+    history.record(session, cursor, "dead_lettered" if dead else "failed", now, error=args.error)
     cursor.dispatch = replace(
         cursor.dispatch,
         failure_count=result.failure_count,
@@ -221,6 +224,8 @@ def cancel_head(
         return CancelResult(False, None, has_pending(session, args.consumers))
     dispatch = cursor.dispatch
     lease_end = held_until(dispatch.claim_holder, dispatch.claim_expires_at, now)
+    if lease_end is not None:
+        history.record(session, cursor, "cancelled", now)
     if args.action == "dead_letter":
         cursor.dispatch = replace(
             dispatch,

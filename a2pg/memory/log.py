@@ -58,7 +58,7 @@ def append(
             fence(cause, cursor, clear_index, session_id)
     refuse_targeted_lanes(session, [checked.event.type for checked in args.events], wake)
     session = sessions.writable(session_id)
-    rows = plan_rows(session, args.events, now=now, new_id=new_id)
+    rows = plan_rows(session, args.events, now=now, new_id=new_id, trace_parent=args.trace_parent)
     sessions.keep(session)
     add_rows(session, rows, args.events, wake=wake, now=now)
     return AppendResult([row.stored() for row in rows], has_pending(session, args.consumers))
@@ -71,11 +71,13 @@ def plan_rows(
     now: datetime,
     new_id: Callable[[], str],
     cause: Cause | None = None,
+    trace_parent: str | None = None,
 ) -> list[Row]:
     """The rows a batch becomes at ``head + 1 ...``, with one ``created_at``; writes nothing.
 
     Missing ids are generated; a generated id that collides with a live one (or one
     of the batch) refuses the batch. ``cause`` (a completion's) overrides the events'.
+    ``trace_parent``: the append's trace context, kept on each row.
     """
     base = session.head
     rows: list[Row] = []
@@ -96,6 +98,7 @@ def plan_rows(
                 session.session_id,
                 now,
                 cause or event.cause,
+                trace_parent,
             )
         )
     return rows

@@ -1,4 +1,5 @@
-"""Monitoring in memory: each consumer's work across sessions, and dead letters across sessions."""
+"""Monitoring in memory: each consumer's work across sessions, dead letters and live heads
+across sessions."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from ..models import (
     ConsumerStats,
     DeadLetterKey,
     DeadLetterQuery,
+    FoundHead,
     Head,
+    HeadKey,
+    HeadQuery,
     WorkerInfo,
+    WorkState,
 )
 from .cursors import blocked_behind
 from .state import CursorState, Sessions, SessionState
@@ -133,3 +138,49 @@ def find_dead_letters(sessions: Sessions, query: DeadLetterQuery) -> list[Head]:
         found.append((key, session, cursor))
     found.sort(key=lambda entry: entry[0])
     return [session.head_of(cursor) for _, session, cursor in found[: query.limit]]
+
+
+def work_state(cursor: CursorState, now: datetime) -> WorkState | None:
+    """Where a head stands at ``now`` (None: dead-lettered or idle): ``head_state``, with a
+    live head neither ready nor leased told apart by whether it ever failed (backing off)
+    or waits for a due time (scheduled), as ``consumer_stats`` counts them."""
+    d = cursor.dispatch
+    if cursor.ready_at is None or d.failed_at is not None:
+        return None
+    state = head_state(cursor.ready_at, d.claim_holder, now)
+    if state == "claimed":
+        return "held"
+    if state == "backing_off" and d.failure_count == 0:
+        return "scheduled"
+    return state
+
+
+def find_heads(sessions: Sessions, query: HeadQuery, *, now: datetime) -> list[FoundHead]:
+    """One page of every session's live heads in ``query.state`` matching its filters, in
+    claim order (``HeadKey``: ready_at, session id, index, consumer, lane)."""
+    found: list[tuple[HeadKey, SessionState, CursorState]] = []
+    for session, cursor in _heads(sessions):
+        if cursor.ready_at is None or work_state(cursor, now) != query.state:
+            continue
+        index, lane = cursor.head or 0, cursor.lane or ""
+        key = HeadKey(cursor.ready_at, session.session_id, index, cursor.consumer, lane)
+        if not _matches(query, key, session, cursor):
+            continue
+        found.append((key, session, cursor))
+    found.sort(key=lambda entry: entry[0])
+    return [FoundHead(session.head_of(c), key.ready_at) for key, session, c in found[: query.limit]]
+
+
+def _matches(query: HeadQuery, key: HeadKey, session: SessionState, cursor: CursorState) -> bool:
+    if query.after is not None and key <= query.after:
+        return False
+    if query.consumer is not None and cursor.consumer != query.consumer:
+        return False
+    if query.session_prefix is not None and not key.session_id.startswith(query.session_prefix):
+        return False
+    if query.error is not None and not error_matches(cursor.dispatch.last_error, query.error):
+        return False
+    if query.event_type is not None:
+        row = session.row_at(key.index)
+        return row is not None and row.type == query.event_type
+    return True

@@ -9,7 +9,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ..contract.rules import CompletedAttempt
-from ..models import AttemptRef, Cause, ClaimRef, Cursor, CursorKind, Dispatch, Head, StoredEvent
+from ..models import (
+    AttemptRecord,
+    AttemptRef,
+    Cause,
+    ClaimRef,
+    Cursor,
+    CursorKind,
+    Dispatch,
+    Head,
+    StoredEvent,
+)
 from .ready import ReadyQueue
 from .snapshots import SnapshotCache
 
@@ -36,12 +46,20 @@ class Row:
     session_id: str
     created_at: datetime
     cause: Cause | None
+    trace_parent: str | None = None
 
     def stored(self) -> StoredEvent:
         """A fresh ``StoredEvent``: every call decodes its own copy of the payload."""
         payload = json.loads(self.payload_json)
         return StoredEvent(
-            self.id, self.type, payload, self.index, self.session_id, self.created_at, self.cause
+            self.id,
+            self.type,
+            payload,
+            self.index,
+            self.session_id,
+            self.created_at,
+            self.cause,
+            self.trace_parent,
         )
 
 
@@ -97,6 +115,8 @@ class SessionState:
     cursors: dict[CursorKey, CursorState] = field(default_factory=dict)
     finished: dict[CursorKey, CompletedAttempt] = field(default_factory=dict)
     snapshots: SnapshotCache = field(default_factory=SnapshotCache)
+    attempts: dict[tuple[str, str | None, int, int], AttemptRecord] = field(default_factory=dict)
+    """The attempt history: finished attempts by (consumer, lane, index, attempt)."""
     new_events: bool = False
     new_work: bool = False
 
@@ -152,6 +172,7 @@ class SessionState:
             cursors={key: cursor.copy() for key, cursor in self.cursors.items()},
             finished=dict(self.finished),
             snapshots=self.snapshots.copy(),
+            attempts=dict(self.attempts),
         )
 
 

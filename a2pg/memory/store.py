@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 
 from ..contract.args import (
+    ActivityArgs,
     AppendArgs,
+    AttemptsArgs,
+    AuditArgs,
+    AuditLogArgs,
     CancelArgs,
     ClaimAnyArgs,
     ClaimArgs,
@@ -14,6 +19,7 @@ from ..contract.args import (
     CompletionItem,
     FailArgs,
     HeldClaimsArgs,
+    PruneAttemptsArgs,
     PutSnapshotsArgs,
     ReadArgs,
     ReadStateArgs,
@@ -26,7 +32,10 @@ from ..feeds import Feed
 from ..front import CheckedStore
 from ..ids import Clock, IdGenerator, system_clock, uuid7
 from ..models import (
+    ActivityPoint,
     AppendResult,
+    AttemptRecord,
+    AuditEntry,
     BackfillProgress,
     CancelResult,
     ClaimResult,
@@ -38,7 +47,9 @@ from ..models import (
     Cursor,
     DeadLetterQuery,
     FailResult,
+    FoundHead,
     Head,
+    HeadQuery,
     ReclaimResult,
     RedriveResult,
     ReleaseResult,
@@ -50,10 +61,12 @@ from ..models import (
     WorkerBeat,
     WorkerInfo,
 )
+from . import attempts as history
 from . import claims as _claims  # areas aliased: their names are also parameters or methods
 from . import clear as _clear
 from . import completions as _completions
 from . import log, monitoring, snapshots
+from .audit import AuditLog
 from .cursors import still_ready
 from .presence import MemoryPresence
 from .registry import Registry
@@ -192,6 +205,15 @@ class MemoryStore(CheckedStore):
         self._announce(args.session_id)
         return result
 
+    async def _attempts(self, args: AttemptsArgs) -> list[AttemptRecord]:
+        return history.attempts(self._sessions.get(args.session_id), args)
+
+    async def _prune_attempts(self, args: PruneAttemptsArgs) -> int:
+        return history.prune(self._sessions, args)
+
+    async def _activity(self, args: ActivityArgs) -> list[ActivityPoint]:
+        return history.activity(self._sessions, args)
+
     async def _dead_letters(self, session_id: str) -> list[Head]:
         return _completions.dead_heads(self._sessions.get(session_id))
 
@@ -279,6 +301,9 @@ class MemoryStore(CheckedStore):
     async def _find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
         return monitoring.find_dead_letters(self._sessions, query)
 
+    async def _find_heads(self, query: HeadQuery) -> list[FoundHead]:
+        return monitoring.find_heads(self._sessions, query, now=self._clock())
+
     async def _consumer_stats(self) -> list[ConsumerStats]:
         names = [consumer.name for consumer in self._registry.listed()]
         now = self._clock()
@@ -299,3 +324,16 @@ class MemoryStore(CheckedStore):
 
     async def _list_workers(self) -> list[WorkerInfo]:
         return self._workers.listed(now=self._clock())
+
+    # -- the audit log -------------------------------------------------------------------
+
+    @functools.cached_property
+    def _audit(self) -> AuditLog:
+        """The operators' audit log, made at its first use."""
+        return AuditLog()
+
+    async def _record_audit(self, args: AuditArgs) -> AuditEntry:
+        return self._audit.record(args, now=self._clock(), new_id=self._new_id)
+
+    async def _audit_log(self, args: AuditLogArgs) -> list[AuditEntry]:
+        return self._audit.page(args)

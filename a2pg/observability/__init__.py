@@ -4,8 +4,10 @@ Prometheus (``pip install 'a2pg[metrics]'``) and OpenTelemetry (``pip install
 'a2pg[otel]'``) are optional: this package imports without them, and the module that
 needs one raises ``MissingExtra`` naming the install when it is used.
 
-- ``metrics.WorkerMetrics``: a worker's counters and histograms in a registry of its own,
-  ``metrics.serve_metrics`` serves them over HTTP (``a2pg worker --metrics-port``).
+- ``metrics.WorkerMetrics``: a worker's counters and histograms (the wait before each
+  handler, durations by outcome, the process's own) in a registry of its own, and the
+  probe of its liveness and readiness; ``metrics.serve_metrics`` serves ``/metrics``,
+  ``/healthz`` and ``/readyz`` over HTTP (``a2pg worker --metrics-port``).
 - ``collector.StoreCollector``: per-consumer backlog, lag and dead letters read from the
   store, from any process (``a2pg metrics --once``).
 - ``tracing.WorkerTracing``: a span per attempt and per store call.

@@ -1,9 +1,11 @@
 """Log formats for ``a2pg worker --log-format``: one JSON object per line, or plain text.
 
 JSON lines have stable keys: ``ts`` (UTC, ISO 8601 with milliseconds), ``level``,
-``logger``, ``msg``; then, when the record carries them (the worker's attempt lines do,
-through ``extra=``), ``session``, ``consumer``, ``lane``, ``index``, ``attempt``,
-``outcome`` and ``duration`` (seconds); ``exc`` holds a traceback when there is one.
+``logger``, ``msg``; then, when the record carries them (every worker line about one head
+or attempt does, through ``extra=``: ``a2pg.worker.attempt_log.fields``),
+``session_id``, ``consumer``, ``lane``, ``index``, ``attempt``, ``error`` (one line, or
+null), ``outcome`` and ``duration`` (seconds), and ``session`` (``session_id`` again, for
+queries older than it); ``exc`` holds a traceback when there is one.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-FIELDS = ("session", "consumer", "lane", "index", "attempt", "outcome", "duration")
+FIELDS = (
+    *("session_id", "consumer", "lane", "index", "attempt", "error"),
+    *("outcome", "duration", "session"),
+)
 """Record attributes a JSON line carries when present, in this order."""
 
 

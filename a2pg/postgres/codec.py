@@ -78,6 +78,7 @@ def event(row: Row) -> StoredEvent:
         row["session_id"],
         utc(row["created_at"]),
         cause_of(row),
+        row["trace_parent"],
     )
 
 
@@ -119,6 +120,7 @@ def head(row: Row) -> Head:
         row["session_id"],
         utc(row["e_created_at"]),
         cause_of(row, "e_"),
+        row["e_trace_parent"],
     )
     clear_index = int(row["clear_index"] or 0)
     return Head(stored, row["consumer"], row["lane"], dispatch(row), clear_index or None)

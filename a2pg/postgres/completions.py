@@ -545,6 +545,19 @@ async def cancel_head(tx: Tx, args: CancelArgs, wake: Sequence[Consumer]) -> Fin
             await tx.apply(plan)
             if lease_end is not None and row["kind"] != "event":
                 await tx.execute(tx.query("hold_cursor_until"), {**where, "until": lease_end})
+        if lease_end is not None:  # the attempt it fenced out, in the history
+            ended = {
+                **where,
+                "idx": index,
+                "attempt": row["attempt_count"],
+                "lane": row["lane"],
+                "holder": row["claim_holder"],
+                "started_at": row["last_claimed_at"],
+                "ended_at": now,
+                "outcome": "cancelled",
+                "error": None,
+            }
+            await tx.execute(tx.query("record_attempt"), ended)
     flag = await tx.execute(tx.query("has_pending"), has_pending(session_id, args.consumers))
 
     async def finish() -> CancelResult:

@@ -20,7 +20,7 @@ from .dsn import to_libpq
 LAYOUT = "cursors-1"
 """The layout a2pg's store reads and writes, recorded in ``a2_meta``."""
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 """a2pg's revisions, oldest first; a test checks them against the shipped scripts."""
 
 HEAD_REVISION = REVISIONS[-1]
@@ -42,6 +42,8 @@ TABLES = (
     "a2_consumers",
     "a2_consumer_pauses",
     "a2_workers",
+    "a2_attempts",
+    "a2_audit",
 )
 """Every table the head revision creates; a test checks this against a migrated schema."""
 

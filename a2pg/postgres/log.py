@@ -124,6 +124,7 @@ async def append_fresh(
         "channel": db.channel,
         "names": names_of(args.consumers),
         "supplied": any(item.event.id is not None for item in args.events),
+        "trace_parent": args.trace_parent,
     }
     rows = await db.write_one(
         _statement(db, lanes=lanes, wakes=bool(wakes)),
@@ -147,6 +148,7 @@ async def append_fresh(
             session_id,
             now,
             None,
+            args.trace_parent,
         )
         for offset, (event_id, checked) in enumerate(zip(ids, args.events, strict=True), 1)
     ]
@@ -204,7 +206,9 @@ async def append(
         if cursor is not None:
             refuse_non_log_cursor(cursor.kind, name, log.lane)
     plan = tx.new_plan(now, sessions)
-    inserted = plan.add_batch(session_id, args.events, wake=wake, ids=ids)
+    inserted = plan.add_batch(
+        session_id, args.events, wake=wake, ids=ids, trace_parent=args.trace_parent
+    )
     await tx.apply(plan)
     flag = await tx.execute(tx.query("has_pending"), pending)
     return _appended(inserted, flag)

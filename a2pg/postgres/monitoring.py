@@ -1,8 +1,10 @@
-"""Monitoring on PostgreSQL: each consumer's work, dead letters across sessions, workers."""
+"""Monitoring on PostgreSQL: each consumer's work, dead letters and live heads across
+sessions, workers."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from psycopg.rows import DictRow
 
@@ -11,7 +13,9 @@ from ..models import (
     BackfillProgress,
     ConsumerStats,
     DeadLetterQuery,
+    FoundHead,
     Head,
+    HeadQuery,
     WorkerBeat,
     WorkerInfo,
 )
@@ -64,6 +68,33 @@ async def find_dead_letters(db: Database, query: DeadLetterQuery) -> list[Head]:
     params = dead_letter_page(query)
     rows = await db.run(db.query("find_dead_letters"), params)
     return [codec.head(row) for row in rows]
+
+
+async def find_heads(db: Database, query: HeadQuery) -> list[FoundHead]:
+    """One keyset page of every session's live heads in one state (by the database's
+    clock, or the injected one)."""
+    rows = await db.run(db.query("find_heads"), head_page(query, db.now_param()))
+    return [FoundHead(codec.head(row), codec.utc(row["ready_at"])) for row in rows]
+
+
+def head_page(query: HeadQuery, now: Any) -> dict[str, Any]:
+    """``find_heads``'s parameters: the first page starts after a null time (before every
+    head); ``now`` None reads the server's clock."""
+    after = query.after
+    return {
+        "state": query.state,
+        "now": now,
+        "after_ready": None if after is None else after.ready_at,
+        "after_session": "" if after is None else after.session_id,
+        "after_index": 0 if after is None else after.index,
+        "after_consumer": "" if after is None else after.consumer,
+        "after_lane": "" if after is None else after.lane,
+        "consumer": query.consumer,
+        "event_type": query.event_type,
+        "prefix": query.session_prefix,
+        "error": query.error,
+        "limit": query.limit,
+    }
 
 
 async def heartbeat(db: Database, beat: WorkerBeat) -> None:

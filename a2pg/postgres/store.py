@@ -12,7 +12,11 @@ from psycopg import errors as pg
 from psycopg_pool import AsyncConnectionPool
 
 from ..contract.args import (
+    ActivityArgs,
     AppendArgs,
+    AttemptsArgs,
+    AuditArgs,
+    AuditLogArgs,
     CancelArgs,
     ClaimAnyArgs,
     ClaimArgs,
@@ -20,6 +24,7 @@ from ..contract.args import (
     CompletionItem,
     FailArgs,
     HeldClaimsArgs,
+    PruneAttemptsArgs,
     PutSnapshotsArgs,
     ReadArgs,
     ReadStateArgs,
@@ -31,7 +36,10 @@ from ..contract.limits import DEFAULT_LIMITS, Limits
 from ..front import CheckedStore
 from ..ids import Clock, IdGenerator, uuid7
 from ..models import (
+    ActivityPoint,
     AppendResult,
+    AttemptRecord,
+    AuditEntry,
     BackfillProgress,
     CancelResult,
     ClaimResult,
@@ -43,7 +51,9 @@ from ..models import (
     Cursor,
     DeadLetterQuery,
     FailResult,
+    FoundHead,
     Head,
+    HeadQuery,
     NewEvent,
     ReclaimResult,
     RedriveResult,
@@ -56,7 +66,8 @@ from ..models import (
     WorkerBeat,
     WorkerInfo,
 )
-from . import caller, clear, codec, log, monitoring, queries, snapshots
+from . import attempts as history
+from . import audit, caller, clear, codec, log, monitoring, queries, snapshots
 from . import claims as claiming
 from . import completions as outcomes
 from .connect import CONNECT_TIMEOUT, Pooler, Reach, ScrubPassword, check_pooler, pool_log
@@ -437,6 +448,15 @@ class PostgresStore(CheckedStore):
     async def _redrive(self, args: RedriveArgs, wake: Sequence[Consumer]) -> RedriveResult:
         return await self._db.write(lambda tx: outcomes.redrive(tx, args, wake), idempotent=False)
 
+    async def _attempts(self, args: AttemptsArgs) -> list[AttemptRecord]:
+        return await history.attempts(self._db, args)
+
+    async def _prune_attempts(self, args: PruneAttemptsArgs) -> int:
+        return await history.prune(self._db, args)
+
+    async def _activity(self, args: ActivityArgs) -> list[ActivityPoint]:
+        return await history.activity(self._db, args)
+
     async def _cancel_head(self, args: CancelArgs, wake: Sequence[Consumer]) -> CancelResult:
         return await self._db.write(
             lambda tx: outcomes.cancel_head(tx, args, wake), idempotent=False
@@ -500,6 +520,9 @@ class PostgresStore(CheckedStore):
     async def _find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
         return await monitoring.find_dead_letters(self._db, query)
 
+    async def _find_heads(self, query: HeadQuery) -> list[FoundHead]:
+        return await monitoring.find_heads(self._db, query)
+
     async def _consumer_stats(self) -> list[ConsumerStats]:
         return await monitoring.consumer_stats(self._db)
 
@@ -553,3 +576,11 @@ class PostgresStore(CheckedStore):
                 wake_set=on.wake_set,
             )
             return await on.append(args, wake)
+
+    # -- the audit log ---------------------------------------------------------------------
+
+    async def _record_audit(self, args: AuditArgs) -> AuditEntry:
+        return await audit.record(self._db, args)
+
+    async def _audit_log(self, args: AuditLogArgs) -> list[AuditEntry]:
+        return await audit.page(self._db, args)

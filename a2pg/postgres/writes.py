@@ -70,6 +70,9 @@ class WritePlan:
             "cause_attempts",
         )
     )
+    trace_parents: list[str | None] = field(default_factory=list)
+    """``insert_events``' trace contexts, by event of ``events``: filled (with None before)
+    up to the last event that has one, empty while none has (the statement pads it)."""
     event_cursors: Columns = field(
         default_factory=lambda: columns("session_ids", "consumers", "keys", "idxs", "dues")
     )
@@ -112,13 +115,19 @@ class WritePlan:
         wake: Sequence[Consumer],
         cause: Cause | None = None,
         ids: Sequence[str] | None = None,
+        trace_parent: str | None = None,
     ) -> list[StoredEvent]:
         """Appends a batch at ``head + 1 ...`` and starts its cursor work: targets (event
         cursors, lane queues), then the log consumers of ``wake`` that take one of its
-        events. ``cause`` (a completion's) overrides the events' own."""
+        events. ``cause`` (a completion's) overrides the events' own; ``trace_parent`` is
+        the append's trace context, stored with each event."""
         session = self.sessions[session_id]
         base = session.head
         stored: list[StoredEvent] = []
+        if trace_parent is not None and events:
+            traces = self.trace_parents
+            traces.extend([None] * (len(self.events["event_ids"]) - len(traces)))
+            traces.extend([trace_parent] * len(events))
         for offset, checked in enumerate(events):
             event = checked.event
             index = base + 1 + offset
@@ -144,7 +153,16 @@ class WritePlan:
             )
             payload = json.loads(checked.payload_json)
             stored.append(
-                StoredEvent(event_id, event.type, payload, index, session_id, self.now, event_cause)
+                StoredEvent(
+                    event_id,
+                    event.type,
+                    payload,
+                    index,
+                    session_id,
+                    self.now,
+                    event_cause,
+                    trace_parent,
+                )
             )
             for target in dict.fromkeys(event.targets):
                 self.touched.add(session_id)
@@ -236,7 +254,11 @@ class WritePlan:
         now = self.now
         steps: list[tuple[bytes, Columns, dict[str, Any]]] = [
             (statements.query("free_stale_ids"), self._reused_ids(), {}),
-            (statements.query("insert_events"), self.events, {"now": now}),
+            (
+                statements.query("insert_events"),
+                self.events,
+                {"now": now, "trace_parents": self.trace_parents},
+            ),
             (statements.query("insert_event_cursors"), self.event_cursors, {"now": now}),
             (statements.query("insert_lane_events"), self.lane_events, {}),
             (statements.query("queue_lane_heads"), self._lane_heads(), {"now": now}),

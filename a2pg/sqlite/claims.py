@@ -26,6 +26,7 @@ from ..models import (
     RenewResult,
     Settled,
 )
+from . import attempts as history
 from . import codec
 from .cursors import refresh_types, release_pins, select_cursor
 from .database import SessionHead, Tx
@@ -119,6 +120,10 @@ def claim_head(
         "expires_at": codec.micros(tx.now + timedelta(seconds=ttl)),
         "max_failures": max_failures,
     }
+    before = select_cursor(tx.conn, sid, consumer, key)
+    if before is not None and before["claim_holder"] is not None:  # its lease lapsed
+        exhausted = max_failures is not None and before["failure_count"] + 1 >= max_failures
+        history.record(tx, sid, before, "dead_lettered" if exhausted else "lapsed")
     claimed = tx.one("claim_head", params)
     assert claimed is not None
     if claimed["failed_at"] is not None:
@@ -148,6 +153,7 @@ def release_claims(tx: Tx, args: HeldClaimsArgs) -> ReleaseResult:
     held, superseded = _judge(tx, session, args.claims, args.holder)
     released: list[ClaimRef] = []
     for claim, row in held:
+        history.record(tx, args.session_id, row, "released")
         tx.run("release_claim", {**_key(args.session_id, row), "now": tx.now_us})
         tx.work.add(args.session_id)
         released.append(claim.ref)

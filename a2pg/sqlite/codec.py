@@ -100,6 +100,7 @@ def event(row: Row, prefix: str = "") -> StoredEvent:
         row["session_id"],
         time_of(row[f"{prefix}created_at"]),
         cause_of(row[f"{prefix}cause"]),
+        row[f"{prefix}trace_parent"],
     )
 
 

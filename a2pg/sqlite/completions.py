@@ -40,6 +40,7 @@ from ..models import (
     StoredEvent,
     Superseded,
 )
+from . import attempts as history
 from . import codec
 from .claims import claim_any
 from .cursors import advance, has_pending, insert_batch, refresh_types, release_pins, select_cursor
@@ -93,6 +94,7 @@ def _complete(tx: Tx, item: CompletionItem) -> CompleteResult:
     if verdict == "fresh" and row is not None:
         refuse_taken_ids(bool(live_owners(tx.conn, session, ids)))
         stored, session = insert_batch(tx, session, item.args.events, wake=item.wake, cause=cause)
+        history.record(tx, c.session_id, row, "completed")
         advance(tx, session, row, CompletedAttempt(cause.attempt, tuple(ids)))
         return Completed(stored)
     if verdict == "replay" and recorded is not None:
@@ -147,6 +149,8 @@ def fail_attempt(tx: Tx, args: FailArgs) -> FailResult:
     dead = result.outcome == "dead_lettered"
     delay = None if dead else args.retry_after
     retry_at = None if delay is None else codec.micros(tx.now + timedelta(seconds=delay))
+    assert row is not None
+    history.record(tx, sid, row, "dead_lettered" if dead else "failed", error=args.error)
     tx.run(
         "fail_head",
         {
@@ -230,6 +234,8 @@ def cancel_head(tx: Tx, args: CancelArgs, wake: Sequence[Consumer]) -> CancelRes
         return CancelResult(False, None, has_pending(tx.conn, session, args.consumers))
     key = {"session_id": sid, "consumer": args.consumer, "cursor_key": row["cursor_key"]}
     lease_end = held_until(row["claim_holder"], codec.maybe_time(row["claim_expires_at"]), tx.now)
+    if lease_end is not None:
+        history.record(tx, sid, row, "cancelled")
     if args.action == "dead_letter":
         dead = {**key, "idx": args.index, "now": tx.now_us, "error": CANCELLED_ERROR}
         tx.run("cancel_dead_letter", dead)

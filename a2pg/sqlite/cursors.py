@@ -28,13 +28,15 @@ def insert_batch(
     *,
     wake: Sequence[Consumer],
     cause: Cause | None = None,
+    trace_parent: str | None = None,
 ) -> tuple[list[StoredEvent], SessionHead]:
     """Appends a batch at ``head + 1 ...`` with one ``created_at`` and starts its cursor
     work: targets (event cursors, lane queues), then the log consumers of ``wake`` that
     take one of its events. Missing ids are generated; an id already live (a generated
     one that collides) fails the transaction with ``PARTIAL_DUPLICATE_BATCH``. ``cause``
-    (a completion's) overrides the events' own. Returns the stored events and the
-    session as it is now."""
+    (a completion's) overrides the events' own; ``trace_parent`` (an append's trace
+    context) is stored with each event. Returns the stored events and the session as it
+    is now."""
     sid, base = session.session_id, session.head
     ids = [checked.event.id or tx.new_id() for checked in events]
     if session.clear_index > 0:
@@ -55,10 +57,15 @@ def insert_batch(
                 "event_id": event_id,
                 "created_at": tx.now_us,
                 "cause": codec.cause_json(event_cause),
+                "trace_parent": trace_parent,
             },
         )
         payload = json.loads(checked.payload_json)
-        stored.append(StoredEvent(event_id, event.type, payload, index, sid, tx.now, event_cause))
+        stored.append(
+            StoredEvent(
+                event_id, event.type, payload, index, sid, tx.now, event_cause, trace_parent
+            )
+        )
     if events:
         tx.appended.add(sid)
     for offset, checked in enumerate(events):

@@ -17,7 +17,7 @@ from ..errors import A2Error
 LAYOUT = "cursors-1"
 """The seed's layout name, recorded in ``a2_meta`` under ``layout``."""
 
-REVISIONS = ("0001", "0002", "0003")
+REVISIONS = ("0001", "0002", "0003", "0004")
 """The migrations, oldest first: ``0001`` is the seed's own layout, ``0002`` on a2pg's."""
 
 HEAD_REVISION = REVISIONS[-1]
@@ -36,6 +36,8 @@ TABLES = (
     "a2_consumers",
     "a2_consumer_pauses",
     "a2_workers",
+    "a2_attempts",
+    "a2_audit",
 )
 """Every table the head revision has; a test checks this against a migrated file."""
 

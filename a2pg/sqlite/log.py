@@ -58,7 +58,9 @@ def append(tx: Tx, args: AppendArgs, wake: Sequence[Consumer]) -> AppendResult:
                 session.clear_index,
                 args.session_id,
             )
-    inserted, session = insert_batch(tx, session, args.events, wake=wake)
+    inserted, session = insert_batch(
+        tx, session, args.events, wake=wake, trace_parent=args.trace_parent
+    )
     return AppendResult(inserted, has_pending(tx.conn, session, args.consumers))
 
 

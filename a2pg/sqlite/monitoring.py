@@ -1,17 +1,21 @@
-"""Monitoring on SQLite: each consumer's work, dead letters across sessions, worker rows."""
+"""Monitoring on SQLite: each consumer's work, dead letters and live heads across sessions,
+worker rows."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from datetime import datetime
+from typing import Any
 
 from ..contract.params import beat_row, dead_letter_page
 from ..models import (
     BackfillProgress,
     ConsumerStats,
     DeadLetterQuery,
+    FoundHead,
     Head,
+    HeadQuery,
     WorkerBeat,
     WorkerInfo,
 )
@@ -64,6 +68,41 @@ def find_dead_letters(conn: sqlite3.Connection, query: DeadLetterQuery) -> list[
     """One keyset page of every session's dead letters."""
     params = dead_letter_page(query)
     return [codec.head(row) for row in rows(conn, "find_dead_letters", params)]
+
+
+SMALLEST = -(2**63)
+LARGEST = 2**63 - 1
+"""The integer range of SQLite: the open ends of a range of times in microseconds."""
+
+
+def find_heads(conn: sqlite3.Connection, query: HeadQuery, now: datetime) -> list[FoundHead]:
+    """One keyset page of every session's live heads in one state at ``now``."""
+    found = rows(conn, "find_heads", head_page(query, codec.micros(now)))
+    return [FoundHead(codec.head(row), codec.time_of(row["ready_at"])) for row in found]
+
+
+def head_page(query: HeadQuery, now_us: int) -> dict[str, Any]:
+    """``find_heads``'s parameters: the state as a range of ready_at (``start`` through
+    ``high``: up to now when ready, after now else), which starts at the page key's time;
+    the first page is after the smallest key."""
+    after = query.after
+    after_us = SMALLEST if after is None else codec.micros(after.ready_at)
+    low, high = (SMALLEST, now_us) if query.state == "ready" else (now_us + 1, LARGEST)
+    return {
+        "state": query.state,
+        "start": max(low, after_us),
+        "high": high,
+        "after_ready": after_us,
+        "after_session": "" if after is None else after.session_id,
+        "after_index": 0 if after is None else after.index,
+        "after_consumer": "" if after is None else after.consumer,
+        "after_lane": "" if after is None else after.lane,
+        "consumer": query.consumer,
+        "event_type": query.event_type,
+        "prefix": query.session_prefix,
+        "error": query.error,
+        "limit": query.limit,
+    }
 
 
 def heartbeat(tx: Tx, beat: WorkerBeat) -> None:

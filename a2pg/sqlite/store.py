@@ -9,7 +9,11 @@ from datetime import datetime
 from pathlib import Path
 
 from ..contract.args import (
+    ActivityArgs,
     AppendArgs,
+    AttemptsArgs,
+    AuditArgs,
+    AuditLogArgs,
     CancelArgs,
     ClaimAnyArgs,
     ClaimArgs,
@@ -17,6 +21,7 @@ from ..contract.args import (
     CompletionItem,
     FailArgs,
     HeldClaimsArgs,
+    PruneAttemptsArgs,
     PutSnapshotsArgs,
     ReadArgs,
     ReadStateArgs,
@@ -29,7 +34,10 @@ from ..errors import StoreUnavailable
 from ..front import CheckedStore
 from ..ids import Clock, IdGenerator, system_clock, uuid7
 from ..models import (
+    ActivityPoint,
     AppendResult,
+    AttemptRecord,
+    AuditEntry,
     BackfillProgress,
     CancelResult,
     ClaimResult,
@@ -41,7 +49,9 @@ from ..models import (
     Cursor,
     DeadLetterQuery,
     FailResult,
+    FoundHead,
     Head,
+    HeadQuery,
     NewEvent,
     ReclaimResult,
     RedriveResult,
@@ -54,7 +64,8 @@ from ..models import (
     WorkerBeat,
     WorkerInfo,
 )
-from . import caller, clear, codec, log, monitoring, snapshots
+from . import attempts as history
+from . import audit, caller, clear, codec, log, monitoring, snapshots
 from . import claims as claiming
 from . import completions as outcomes
 from .connection import (
@@ -316,6 +327,15 @@ class SqliteStore(CheckedStore):
     async def _redrive(self, args: RedriveArgs, wake: Sequence[Consumer]) -> RedriveResult:
         return await self._db.write(lambda tx: outcomes.redrive(tx, args, wake))
 
+    async def _attempts(self, args: AttemptsArgs) -> list[AttemptRecord]:
+        return await self._db.read(lambda conn: history.attempts(conn, args))
+
+    async def _prune_attempts(self, args: PruneAttemptsArgs) -> int:
+        return await self._db.write(lambda tx: history.prune(tx, args))
+
+    async def _activity(self, args: ActivityArgs) -> list[ActivityPoint]:
+        return await self._db.read(lambda conn: history.activity(conn, args))
+
     async def _cancel_head(self, args: CancelArgs, wake: Sequence[Consumer]) -> CancelResult:
         return await self._db.write(lambda tx: outcomes.cancel_head(tx, args, wake))
 
@@ -373,6 +393,10 @@ class SqliteStore(CheckedStore):
     async def _find_dead_letters(self, query: DeadLetterQuery) -> list[Head]:
         return await self._db.read(lambda conn: monitoring.find_dead_letters(conn, query))
 
+    async def _find_heads(self, query: HeadQuery) -> list[FoundHead]:
+        """The time is read with the rows, as ``consumer_stats`` reads it."""
+        return await self._db.read(lambda conn: monitoring.find_heads(conn, query, self._db.now()))
+
     async def _consumer_stats(self) -> list[ConsumerStats]:
         """The time is read with the rows (on the reader's thread, once the read's turn
         comes): a head handed back while the read waited is ready, not backing off."""
@@ -422,3 +446,11 @@ class SqliteStore(CheckedStore):
             session_id, events, consumers=consumers, origin_index=origin_index, wake_set=on.wake_set
         )
         return on.append(args, wake)
+
+    # -- the audit log ---------------------------------------------------------------------
+
+    async def _record_audit(self, args: AuditArgs) -> AuditEntry:
+        return await self._db.write(lambda tx: audit.record(tx, args))
+
+    async def _audit_log(self, args: AuditLogArgs) -> list[AuditEntry]:
+        return await self._db.read(lambda conn: audit.page(conn, args))

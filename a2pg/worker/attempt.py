@@ -21,6 +21,7 @@ from ..errors import A2Error
 from ..models import Completed, Completion, Head, NewEvent, Superseded
 from ..store import Store
 from .app import App, Registration, completion_events
+from .attempt_log import LEASES_LAPSED, fields
 from .batch import SEND_RETRY_BASE, CompletionBatcher, PendingCompletion
 from .health import StoreHealth, refused
 from .hooks import Outcome, WorkerHooks
@@ -188,11 +189,19 @@ class AttemptRunner:
             if head.dead_lettered:
                 self.stats.dead_lettered += 1
                 self._hooks.dead_lettered_on_claim(head)
-                log.warning("%s:%s@%d dead-lettered (leases lapsed)", *_where(head))
+                log.warning(
+                    "%s:%s@%d dead-lettered (leases lapsed)",
+                    *_where(head),
+                    extra={**fields(head, LEASES_LAPSED), "outcome": "dead_lettered"},
+                )
                 continue
             registration = registrations(head.consumer)
             if registration is None:  # claim_any was told our consumers: a store bug
-                log.error("claimed %s:%s@%d, a consumer this app does not serve", *_where(head))
+                log.error(
+                    "claimed %s:%s@%d, a consumer this app does not serve",
+                    *_where(head),
+                    extra=fields(head, "a consumer this app does not serve"),
+                )
                 continue
             self.stats.claimed += 1
             event = head.event
@@ -217,6 +226,7 @@ class AttemptRunner:
                     "%s claimed while %s still runs here; it starts once that one has ended",
                     attempt.describe(),
                     earlier.describe(),
+                    extra=fields(head),
                 )
             handling[head_key] = attempt
             self._running_handlers += 1  # counted now: the claimer reads it before the task runs
@@ -330,13 +340,21 @@ class AttemptRunner:
                 if attempt.superseded:
                     self.stats.superseded += 1
                     attempt.outcome = "superseded"
-                    log.info("%s superseded; its handler was cancelled", attempt.describe())
+                    log.info(
+                        "%s superseded; its handler was cancelled",
+                        attempt.describe(),
+                        extra=fields(head),
+                    )
                 elif attempt.timed_out:
                     await self._fail_timed_out(attempt, error)
                 elif attempt.releasing:
                     attempt.stage = "released"
                     attempt.outcome = "released"
-                    log.info("%s cut short by the shutdown; to be released", attempt.describe())
+                    log.info(
+                        "%s cut short by the shutdown; to be released",
+                        attempt.describe(),
+                        extra=fields(head),
+                    )
                 else:  # the handler raised CancelledError itself: a failure like any other
                     await self._fail(attempt, error, describe_error(error))
                 return
@@ -371,7 +389,11 @@ class AttemptRunner:
                 if _being_cancelled():
                     raise
                 attempt.outcome = "abandoned"
-                log.warning("%s: completion not sent before shutdown", attempt.describe())
+                log.warning(
+                    "%s: completion not sent before shutdown",
+                    attempt.describe(),
+                    extra=fields(head, "completion not sent before shutdown"),
+                )
                 return
             except A2Error as error:  # refused on its own: e.g. returned ids clash with stored ones
                 await self._fail(attempt, error, f"completion refused: {error}")
@@ -379,7 +401,12 @@ class AttemptRunner:
             except Exception as error:
                 self.stats.store_errors += 1
                 attempt.outcome, attempt.error = "abandoned", error
-                log.error("%s: completion not acknowledged (%r)", attempt.describe(), error)
+                log.error(
+                    "%s: completion not acknowledged (%r)",
+                    attempt.describe(),
+                    error,
+                    extra=fields(head, error),
+                )
                 return
             if isinstance(outcome, Completed):
                 self.stats.completed += 1
@@ -387,11 +414,19 @@ class AttemptRunner:
             else:
                 self.stats.superseded += 1
                 attempt.outcome = "superseded"
-                log.info("%s superseded; its result was discarded", attempt.describe())
+                log.info(
+                    "%s superseded; its result was discarded",
+                    attempt.describe(),
+                    extra=fields(head),
+                )
         except Exception as error:
             self.stats.store_errors += 1
             attempt.outcome, attempt.error = "abandoned", error
-            log.exception("attempt %s ended in error; its lease will lapse", attempt.describe())
+            log.exception(
+                "attempt %s ended in error; its lease will lapse",
+                attempt.describe(),
+                extra=fields(attempt.head, error),
+            )
         finally:
             if on_done is not None:
                 on_done(attempt)
@@ -465,6 +500,7 @@ class AttemptRunner:
                 attempt.describe(),
                 timeout,
                 attempt.elapsed(),
+                extra=fields(attempt.head, f"AttemptTimeout: ran past its {timeout:g}s timeout"),
             )
         elif not first:
             log.warning(
@@ -473,6 +509,7 @@ class AttemptRunner:
                 attempt.describe(),
                 attempt.elapsed(),
                 timeout,
+                extra=fields(attempt.head, f"AttemptTimeout: ran past its {timeout:g}s timeout"),
             )
         attempt.timer = asyncio.get_running_loop().call_later(timeout, self._time_out, attempt)
 
@@ -513,7 +550,12 @@ class AttemptRunner:
             except Exception as lost:
                 if refused(lost):  # the store's answer; STORE_UNAVAILABLE is an outage
                     raise
-                log.info("%s: recording the failure failed (%r); again", attempt.describe(), lost)
+                log.info(
+                    "%s: recording the failure failed (%r); again",
+                    attempt.describe(),
+                    lost,
+                    extra=fields(head, lost),
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._health.every)
         attempt.outcome = result.outcome
@@ -528,11 +570,17 @@ class AttemptRunner:
                 retry_after,
                 error,
                 exc_info=error,
+                extra={**fields(head, error), "outcome": "failed"},
             )
         elif result.outcome == "dead_lettered":
             self.stats.dead_lettered += 1
             log.error(
-                "%s dead-lettered after %d failures", attempt.describe(), result.failure_count
+                "%s dead-lettered after %d failures: %r",
+                attempt.describe(),
+                result.failure_count,
+                error,
+                exc_info=error,
+                extra={**fields(head, error), "outcome": "dead_lettered"},
             )
         else:
             self.stats.superseded += 1

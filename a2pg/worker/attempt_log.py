@@ -1,8 +1,11 @@
-"""At DEBUG, one log line per claim and per attempt's end, with its fields as ``extra``.
+"""The fields of every log line about one head or attempt, and the DEBUG line per claim and
+per attempt's end.
 
-Every worker has these hooks. The fields (``session``, ``consumer``, ``lane``, ``index``,
-``attempt``, and ``duration`` at the end) ride on the record, so a JSON formatter prints
-them as keys; the message says the same for a text log.
+``fields`` is the one place those fields come from: each worker line about a head or an
+attempt (a claim, a failure, a retry, a timeout, a dead letter, a lost completion) passes
+them as ``extra``, so they ride on the record and ``JsonFormatter`` prints them as keys
+(``session_id``, ``consumer``, ``lane``, ``index``, ``attempt``, ``error``); the message
+says the same for a text log. Every worker has the DEBUG hooks (``AttemptLog``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("a2pg.worker.attempts")
 
+LEASES_LAPSED = "leases lapsed"
+"""The ``error`` of a head a claim dead-lettered: its leases lapsed ``max_failures`` times."""
+
 VERBS: dict[Outcome, str] = {
     "completed": "completed",
     "failed": "failed (to be retried)",
@@ -30,15 +36,32 @@ VERBS: dict[Outcome, str] = {
 }
 
 
-def fields(head: Head) -> dict[str, Any]:
-    """A head's identity as log record attributes."""
+def fields(head: Head, error: BaseException | str | None = None) -> dict[str, Any]:
+    """A head's identity, and what went wrong on this line, as log record attributes.
+
+    ``error`` is one line (an exception's type and message; its traceback goes in the
+    record's ``exc_info``), None when nothing failed: every line has the same keys, so a
+    log query can filter on any of them. ``session`` repeats ``session_id`` for the log
+    queries written before ``session_id`` was a key.
+    """
     return {
-        "session": head.session_id,
+        "session_id": head.session_id,
         "consumer": head.consumer,
         "lane": head.lane,
         "index": head.index,
         "attempt": head.attempt,
+        "error": error_text(error),
+        "session": head.session_id,
     }
+
+
+def error_text(error: BaseException | str | None) -> str | None:
+    """``RuntimeError: model crashed`` for an exception (its type alone when it says
+    nothing), a text as it is."""
+    if error is None or isinstance(error, str):
+        return error
+    said = str(error)
+    return f"{type(error).__name__}: {said}" if said else type(error).__name__
 
 
 class AttemptLog(WorkerHooks):
@@ -62,7 +85,11 @@ class AttemptLog(WorkerHooks):
                 VERBS[outcome],
                 attempt.describe(),
                 duration,
-                extra={**fields(head), "outcome": outcome, "duration": round(duration, 6)},
+                extra={
+                    **fields(head, attempt.error),
+                    "outcome": outcome,
+                    "duration": round(duration, 6),
+                },
             )
 
     def watches_attempts(self) -> bool:
@@ -75,5 +102,5 @@ class AttemptLog(WorkerHooks):
                 head.session_id,
                 head.consumer,
                 head.index,
-                extra={**fields(head), "outcome": "dead_lettered"},
+                extra={**fields(head, LEASES_LAPSED), "outcome": "dead_lettered"},
             )

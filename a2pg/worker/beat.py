@@ -14,6 +14,7 @@ from ..models import WorkerBeat
 from ..store import Store
 from .attempt import WorkerStats
 from .health import StoreHealth, refused
+from .hooks import WorkerHooks
 
 log = logging.getLogger("a2pg.worker")
 
@@ -43,7 +44,8 @@ class Heartbeat:
     table, a connection gone silent) is abandoned, cancelled, and logged once until a
     beat lands again; the next beat goes at its time all the same. ``close`` cuts no
     beat short but one past its deadline, so none but an abandoned one can land after
-    the row was dropped (the row then goes stale, as a killed worker's).
+    the row was dropped (the row then goes stale, as a killed worker's). Each beat is told
+    to ``hooks.beat`` as it goes (what a liveness probe watches: the loop still runs).
     """
 
     def __init__(
@@ -54,7 +56,9 @@ class Heartbeat:
         interval: float,
         health: StoreHealth,
         stats: WorkerStats,
+        hooks: WorkerHooks | None = None,
     ) -> None:
+        self._hooks = hooks or WorkerHooks()
         self._store = store
         self._describe = describe
         self._interval = interval
@@ -112,6 +116,7 @@ class Heartbeat:
         loop = asyncio.get_running_loop()
         while True:
             due = loop.time() + self._interval  # beats keep their pace, slow answers or not
+            self._hooks.beat(self.deadline)  # the next within max(interval, deadline)
             await self.send()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), max(0.0, due - loop.time()))

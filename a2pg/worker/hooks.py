@@ -92,6 +92,11 @@ class WorkerHooks:
     def poll(self) -> None:
         """An idle worker claimed because its poll interval (or a backoff) ran out."""
 
+    def beat(self, within: float) -> None:
+        """The heartbeat loop runs: a beat goes to the store now, and the next goes within
+        ``within`` seconds (its interval, or a slow beat's deadline) while the worker's
+        event loop runs (what a liveness probe watches)."""
+
 
 class HookSet(WorkerHooks):
     """Several observers as one: each hook goes to each, in order."""
@@ -154,6 +159,10 @@ class HookSet(WorkerHooks):
     def poll(self) -> None:
         for hook in self.hooks:
             hook.poll()
+
+    def beat(self, within: float) -> None:
+        for hook in self.hooks:
+            hook.beat(within)
 
 
 class Guarded(WorkerHooks):
@@ -263,6 +272,9 @@ class Guarded(WorkerHooks):
 
     def poll(self) -> None:
         self._call("poll", self.hook.poll)
+
+    def beat(self, within: float) -> None:
+        self._call("beat", lambda: self.hook.beat(within))
 
 
 def combine(

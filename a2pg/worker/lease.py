@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from ..models import ClaimRef
 from ..store import Store
 from .attempt import Attempt, AttemptRunner
+from .attempt_log import fields
 from .health import StoreHealth
 from .hooks import WorkerHooks
 from .settings import WorkerSettings
@@ -95,7 +96,11 @@ class LeaseRenewer:
                 self._hooks.lease_renewed(attempt)
             elif attempt.task is not None and not attempt.task.done():
                 self._hooks.lease_lapsed(attempt)
-                log.warning("lease of %s lapsed before it was renewed", attempt.describe())
+                log.warning(
+                    "lease of %s lapsed before it was renewed",
+                    attempt.describe(),
+                    extra=fields(attempt.head, "lease lapsed"),
+                )
 
     async def _release_session(self, session_id: str, attempts: list[Attempt]) -> None:
         stats = self._runner.stats

@@ -21,7 +21,7 @@ from ..store import Store
 from ..wakeups import Subscription
 from .app import App, Registration
 from .attempt import Attempt, AttemptRunner, HeadKey, WorkerStats
-from .attempt_log import AttemptLog
+from .attempt_log import AttemptLog, fields
 from .backfill import run_backfill
 from .batch import CompletionBatcher
 from .beat import Heartbeat, package_version
@@ -280,6 +280,7 @@ class Worker:
             interval=self.heartbeat_interval,
             health=self.health,
             stats=self.stats,
+            hooks=self.hooks,
         )
         await self._heartbeat.start()
         self._services = {
@@ -746,6 +747,7 @@ class Worker:
                 "%s: its sync handler still runs in its thread; its claim is kept, not "
                 "released (a thread cannot be stopped)",
                 attempt.describe(),
+                extra=fields(attempt.head, "its sync handler still runs at shutdown"),
             )
         given_up = await self._settle(runner, [a for a in attempts if a not in pinned])
         freed = [a for a in pinned if not runner.pinned(a)]  # returned meanwhile: settle too

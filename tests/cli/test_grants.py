@@ -40,7 +40,10 @@ grant select, insert, update, delete on
     "a2"."a2_snapshot_pins",
     "a2"."a2_presence",
     "a2"."a2_consumers",
-    "a2"."a2_workers"
+    "a2"."a2_consumer_pauses",
+    "a2"."a2_workers",
+    "a2"."a2_attempts",
+    "a2"."a2_audit"
     to "app_runtime";
 grant select on "a2"."a2_meta" to "app_runtime";
 """

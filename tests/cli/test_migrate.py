@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from a2pg.postgres.layout import HEAD_REVISION
 from a2pg.testing import create_database, drop_database, unique_name
 
 from .conftest import Cli, run_script
@@ -30,7 +31,7 @@ def test_migrate_then_check(cli: Cli, empty_dsn: str) -> None:
     check = cli("check", "--dsn", empty_dsn)
     assert check.code == 0
     assert check.out == (
-        "ok: schema 'public' has the a2pg layout cursors-1 at revision 0004 (current)\n"
+        f"ok: schema 'public' has the a2pg layout cursors-1 at revision {HEAD_REVISION} (current)\n"
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from a2pg import NewEvent, Target
 from a2pg.sqlite import SqliteStore
+from a2pg.sqlite.layout import HEAD_REVISION
 
 from .conftest import Cli, run_script
 
@@ -25,7 +26,7 @@ def test_check_names_migrate_until_the_file_is_migrated(cli: Cli, tmp_path: Path
     assert not path.exists()
     migrated = cli("migrate", "--sqlite", str(path))
     assert migrated.code == 0, migrated.err
-    assert "migrated: " in migrated.out and "revision 0002 (current)" in migrated.out
+    assert "migrated: " in migrated.out and f"revision {HEAD_REVISION} (current)" in migrated.out
     again = cli("migrate", "--json", "--sqlite", str(path))
     report = json.loads(again.out)
     assert report["before"]["current"] and report["after"]["path"] == str(path)

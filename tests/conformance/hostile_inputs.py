@@ -33,6 +33,7 @@ from a2pg import (
 )
 from a2pg.contract.limits import EARLIEST_TIME, LATEST_TIME, MAX_ATTEMPT, MAX_INDEX
 from a2pg.contract.render import show
+from a2pg.models import AUDIT_ACTIONS, WORK_STATES, AuditEntry, HeadKey, HeadQuery
 from a2pg.store import Store
 
 LIMITS = Limits(
@@ -466,6 +467,68 @@ dead_letter_query = mix(
 """Filters matching the seeded dead letter (error ``boom`` of ``c`` in ``t``) or not, a
 filter's case, the wildcards a LIKE would honour, text limits (an error filter's is
 ``max_error_length``), page sizes past ``max_page_size``; else not a query at all."""
+head_key = mix(
+    st.builds(
+        HeadKey,
+        st.sampled_from([NOW, NOW + timedelta(seconds=30), NOW - timedelta(days=1)]),
+        st.sampled_from(["s", "t"]),
+        st.integers(1, 3),
+        st.sampled_from(["c", "d"]),
+        st.sampled_from(["", "x"]),
+    ),
+    st.builds(
+        HeadKey,
+        moment,
+        session_id,
+        index,
+        consumer_name,
+        st.one_of(st.just(""), text(["x", "y"], LIMITS.max_name_length, LIMITS.max_name_bytes)),
+    ),
+    MODEL_GARBAGE,
+    st.just(DeadLetterKey("s", "c", "", 1)),
+)
+"""A page's end: keys around the seeded heads (``s``'s lane head of ``d`` on ``x``, its held
+head of ``c``), else hostile fields (bad times, an empty lane for an event cursor) or
+another kind of object."""
+head_query = mix(
+    built(
+        HeadQuery,
+        one_hostile(
+            {
+                "state": st.sampled_from(WORK_STATES),
+                "consumer": st.sampled_from([None, "c", "d"]),
+                "event_type": st.sampled_from([None, "a", "b", "note"]),
+                "error": st.sampled_from([None, "boom", "BOOM"]),
+                "session_prefix": st.sampled_from([None, "s", "t"]),
+                "after": st.one_of(st.none(), head_key),
+                "limit": st.sampled_from([1, 2, 100]),
+            },
+            {
+                "state": mix(
+                    st.sampled_from(WORK_STATES),
+                    st.sampled_from(["dead", "READY", "", "held ", "blocked"]),
+                ),
+                "consumer": consumer_name,
+                "event_type": event_type,
+                "error": text(
+                    ["b", "a2", "\\u0000"], LIMITS.max_error_length, 4 * LIMITS.max_error_length
+                ),
+                "session_prefix": text(
+                    ["", "T", "%", "_", "ss"],
+                    LIMITS.max_session_id_length,
+                    LIMITS.max_session_id_bytes,
+                ),
+                "after": head_key,
+                "limit": mix(st.integers(1, LIMITS.max_page_size + 1), st.sampled_from(INTS)),
+            },
+        ),
+    ),
+    MODEL_GARBAGE,
+    st.just(DeadLetterQuery()),
+)
+"""Every state with filters matching the seeded heads or not, states outside the set,
+text limits, page sizes past ``max_page_size``; else not a query at all (a dead-letter
+query among them)."""
 natural = mix(st.integers(0, 8), st.sampled_from(INTS))
 worker_beat = mix(
     built(
@@ -509,6 +572,46 @@ worker_beat = mix(
 and of ``v``, one field at a time hostile: counts at and past their bounds (pid and
 concurrency at most 2**31 - 1, completed 2**63 - 1), consumers past the limit or named
 twice, bad times and intervals; else another object."""
+audit_entry = mix(
+    built(
+        AuditEntry,
+        one_hostile(
+            {
+                "actor": st.sampled_from(["ann", "cli:ops@box"]),
+                "action": st.sampled_from(AUDIT_ACTIONS),
+                "session_id": st.sampled_from([None, "s", "t"]),
+                "consumer": st.sampled_from([None, "c"]),
+                "lane": st.sampled_from([None, "x"]),
+                "index": st.sampled_from([None, 1, 2]),
+                "detail": st.sampled_from([{}, {"matched": 2, "outcome": "redriven"}]),
+            },
+            {
+                "actor": name,
+                "action": mix(
+                    st.sampled_from(AUDIT_ACTIONS),
+                    st.sampled_from(["", "delete", "PAUSE", "redrive", "pause "]),
+                ),
+                "session_id": st.one_of(st.none(), session_id),
+                "consumer": st.one_of(st.none(), consumer_name),
+                "lane": lane,
+                "index": st.one_of(st.none(), index),
+                "detail": mix(
+                    st.dictionaries(st.text(max_size=4), json_value, max_size=3),
+                    st.sampled_from(
+                        [{"x": "x" * LIMITS.max_presence_value_bytes}, {1: 1}, [("f", 1)]]
+                    ),
+                ),
+                "id": st.sampled_from([None, "mine", ""]),
+                "at": st.one_of(st.none(), moment),
+            },
+        ),
+    ),
+    MODEL_GARBAGE,
+    st.just(WorkerBeat("w", "box", 1, (), 1, NOW, 0, "1", 5.0)),
+)
+"""Entries of every action, one field at a time hostile: names at and past their limits,
+actions outside the set, details past ``max_presence_value_bytes`` or not JSON objects,
+an ``id`` or ``at`` the store should set; else another object."""
 
 
 @dataclass(frozen=True)
@@ -681,6 +784,15 @@ OPERATIONS: dict[str, SearchStrategy[Case]] = {
         consumers=consumers,
     ),
     "next_due_in": _case("next_due_in", consumers=consumers),
+    "attempts": _case("attempts", session_id, consumer=consumer_name, index=index),
+    "activity": _case(
+        "activity", since=moment, bucket=st.one_of(st.just(OMIT), seconds, st.sampled_from([60, 0]))
+    ),
+    "prune_attempts": _case(
+        "prune_attempts",
+        before=moment,
+        limit=st.one_of(st.just(OMIT), mix(st.integers(1, 101), st.sampled_from(INTS))),
+    ),
     "backfill": _case(
         "backfill",
         consumer_name,
@@ -719,6 +831,7 @@ OPERATIONS: dict[str, SearchStrategy[Case]] = {
     ),
     "complete_and_claim": complete_and_claim,
     "find_dead_letters": _case("find_dead_letters", dead_letter_query),
+    "find_heads": _case("find_heads", head_query),
     "consumer_stats": _case("consumer_stats"),
     "heartbeat": _case("heartbeat", worker_beat),
     "forget_workers": _case(
@@ -729,6 +842,12 @@ OPERATIONS: dict[str, SearchStrategy[Case]] = {
         ),
     ),
     "workers": _case("workers"),
+    "record_audit": _case("record_audit", audit_entry),
+    "audit_log": _case(
+        "audit_log",
+        after=st.one_of(st.just(OMIT), st.none(), event_id, st.sampled_from(["g1-1", "seed-1"])),
+        limit=st.one_of(st.just(OMIT), mix(st.integers(1, 101), st.sampled_from(INTS))),
+    ),
     "presence.write": _case(
         "presence.write",
         name,
@@ -745,6 +864,8 @@ READ_ONLY = frozenset(
     {
         "read",
         "next_due_in",
+        "attempts",
+        "activity",
         "cursors",
         "dead_letters",
         "read_state",
@@ -752,8 +873,10 @@ READ_ONLY = frozenset(
         "registered_consumers",
         "sessions",
         "find_dead_letters",
+        "find_heads",
         "consumer_stats",
         "workers",
+        "audit_log",
     }
 )
 """Operations that write nothing even when they succeed (``presence.read`` sweeps)."""

@@ -174,23 +174,31 @@ async def test_every_served_paused_or_backfilling_consumer_has_a_row(
     assert (cell(audit, "registered"), cell(ghost, "registered")) == ("yes", "no")
 
 
-async def test_each_consumer_row_has_a_pause_or_resume_form(
+PAUSE_LINK = (
+    '<a class="button secondary pause" '
+    'href="/consumers/pause/confirm?consumer={}&amp;next=%2F">Pause…</a>'
+)
+
+
+async def test_each_consumer_row_has_a_pause_link_or_a_resume_form(
     store: Store, client: httpx.AsyncClient
 ) -> None:
+    """Pause (it holds work back) leads to its confirmation page; Resume is one POST."""
     await store.append("s", [NewEvent("job", 1, targets=[Target("alpha"), Target("beta")])])
     await store.pause_consumers(["beta"])
     page = (await client.get("/")).text
     token = csrf_token(page)
-    for consumer, action, button in (("alpha", "pause", "Pause"), ("beta", "resume", "Resume")):
-        [form] = re.findall(r'<form method="post".*?</form>', row_of(page, consumer), re.S)
-        assert f'action="/consumers/{action}"' in form
-        assert f'<input type="hidden" name="csrf_token" value="{token}">' in form
-        assert f'<input type="hidden" name="consumer" value="{consumer}">' in form
-        assert '<input type="hidden" name="next" value="/">' in form
-        assert re.search(rf"<button[^>]*>{button}</button>", form)
+    alpha = row_of(page, "alpha")
+    assert PAUSE_LINK.format("alpha") in alpha
+    assert '<form method="post"' not in alpha
+    [form] = re.findall(r'<form method="post".*?</form>', row_of(page, "beta"), re.S)
+    assert 'action="/consumers/resume"' in form
+    assert f'<input type="hidden" name="csrf_token" value="{token}">' in form
+    assert '<input type="hidden" name="consumer" value="beta">' in form
+    assert '<input type="hidden" name="next" value="/">' in form
+    assert re.search(r"<button[^>]*>Resume</button>", form)
     live = (await client.get("/", params={"part": "live"})).text
-    assert 'action="/consumers/pause"' in row_of(live, "alpha")
-    assert '<input type="hidden" name="next" value="/">' in row_of(live, "alpha")  # not the part
+    assert PAUSE_LINK.format("alpha") in row_of(live, "alpha")  # next is the page, not the part
 
 
 async def test_a_read_only_overview_has_no_pause_form(store: Store, client_for: Client) -> None:

@@ -103,7 +103,9 @@ async def test_session_page_shows_events_cursors_and_dead_letters(
     assert "reply" in cursors and "turns" in cursors and "BLOCKED" in cursors
     dead = page[page.index('id="session-dead-letters"') : page.index('id="cursors"')]
     assert f'<td class="num">{index}</td>' in dead and "E: bad" in dead
-    assert 'value="retry"' in dead and 'value="skip"' in dead
+    assert 'value="retry"' in dead  # one POST; Skip leads to its confirmation first
+    assert 'href="/redrive/confirm?session=s1&amp;consumer=reply&amp;cursor=lane' in dead
+    assert "action=skip" in dead and 'value="skip"' not in dead
     assert 'data-stream="/session/stream?id=s1&amp;after=4"' in page
 
 

@@ -10,6 +10,7 @@ others have none (``observe.OBSERVED``: those read after every step);
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from hypothesis import strategies as st
@@ -29,7 +30,7 @@ from a2pg import (
     SnapshotWrite,
     WorkerBeat,
 )
-from a2pg.models import JSON
+from a2pg.models import JSON, WORK_STATES, AuditAction, AuditEntry, FoundHead, HeadQuery, WorkState
 from a2pg.store import Store
 
 from . import universe as u
@@ -390,6 +391,22 @@ class StoreModel(ModelMachine):
             ),
         )
 
+    @precondition(ModelMachine.has_cursors)
+    @rule(session_id=u.any_session, pick=u.picks)
+    def attempt_history(self, session_id: str, pick: int) -> None:
+        """The finished attempts of a head the session has (or had)."""
+        heads = [(c.consumer, c.head or c.position) for c in self.cursors(session_id)]
+        consumer, index = heads[pick % len(heads)] if heads else (u.JOB, 1)
+        self.both(
+            "attempts", lambda s: s.attempts(session_id, consumer=consumer, index=max(index, 1))
+        )
+
+    @rule(seconds=st.sampled_from((0.0, 30.0, 3600.0)), limit=st.sampled_from((1, 100)))
+    def prune_attempts(self, seconds: float, limit: int) -> None:
+        """Prunes what ended more than ``seconds`` before the clock's now."""
+        before = self.pair.clock() - timedelta(seconds=seconds)
+        self.both("prune_attempts", lambda s: s.prune_attempts(before=before, limit=limit))
+
     @precondition(ModelMachine.has_dead_letters)
     @rule(
         consumer=st.sampled_from((None, u.JOB, u.LANE, u.AUDIT)),
@@ -412,6 +429,38 @@ class StoreModel(ModelMachine):
         key = None if after is None or not dead else DeadLetterKey.of(dead[after % len(dead)])
         query = DeadLetterQuery(consumer, error, prefix, key, limit)
         self.both("find_dead_letters", lambda s: s.find_dead_letters(query))
+
+    @rule(
+        state=st.sampled_from(WORK_STATES),
+        consumer=st.sampled_from((None, u.JOB, u.LANE, u.AUDIT)),
+        event_type=st.sampled_from((None, *u.TYPES)),
+        error=st.sampled_from(u.ERROR_FILTERS),
+        prefix=st.sampled_from((None, *u.SESSIONS, u.NOWHERE)),
+        limit=st.sampled_from((100, 1, 2)),
+        pages=st.integers(1, 3),
+    )
+    def find_heads(
+        self,
+        state: WorkState,
+        consumer: str | None,
+        event_type: str | None,
+        error: str | None,
+        prefix: str | None,
+        limit: int,
+        pages: int,
+    ) -> None:
+        """Filtered pages of the live heads in one state: the first, then up to ``pages``
+        in all, each after the last key of the one before (as memory listed it)."""
+        query = HeadQuery(state, consumer, event_type, error, prefix, None, limit)
+        for _ in range(pages):
+            found = self.both("find_heads", self._find_heads(query))
+            if not isinstance(found, Ok) or not found.value:
+                break
+            query = replace(query, after=found.value[-1].key)
+
+    @staticmethod
+    def _find_heads(query: HeadQuery) -> Callable[[Store], Awaitable[list[FoundHead]]]:
+        return lambda store: store.find_heads(query)
 
     # -- state snapshots -------------------------------------------------------------------
 
@@ -540,6 +589,29 @@ class StoreModel(ModelMachine):
     def forget_workers(self, holders: list[str]) -> None:
         self.both("forget_workers", lambda s: s.forget_workers(holders))
 
+    # -- the audit log ---------------------------------------------------------------------
+
+    @rule(
+        actor=st.sampled_from(("ann", "cli:ops@box")),
+        action=st.sampled_from(("redrive.retry", "pause", "clear")),
+        session=st.sampled_from((None, u.SESSIONS[0])),
+        detail=st.sampled_from(({}, {"matched": 2, "outcome": "redriven"})),
+    )
+    def record_audit(
+        self, actor: str, action: AuditAction, session: str | None, detail: dict[str, JSON]
+    ) -> None:
+        """The same id (the step's generated one) and time on both stores."""
+        entry = AuditEntry(actor, action, session_id=session, detail=detail)
+        self.both("record_audit", lambda s: s.record_audit(entry))
+
+    @rule(limit=st.sampled_from((1, 2, 100)))
+    def audit_log(self, limit: int) -> None:
+        """A page, then the page after its last entry (ties of time go by id)."""
+        page = self.both("audit_log", lambda s: s.audit_log(limit=limit))
+        if isinstance(page, Ok) and page.value:
+            after = page.value[-1].id
+            self.both("audit_log", lambda s: s.audit_log(after=after, limit=limit))
+
     # -- presence and the clock ------------------------------------------------------------
 
     @rule(
@@ -593,6 +665,7 @@ RULES: dict[str, str | None] = {
     "fail_attempt": "fail_attempt",
     "redrive": "redrive",
     "find_dead_letters": "find_dead_letters",
+    "find_heads": "find_heads",
     "read_state": "read_state",
     "put_snapshots": "put_snapshots",
     "clear": "clear",
@@ -602,9 +675,13 @@ RULES: dict[str, str | None] = {
     "pause_consumers": "pause_consumers",
     "resume_consumers": "resume_consumers",
     "cancel_head": "cancel_head",
+    "attempt_history": "attempts",
+    "prune_attempts": "prune_attempts",
     "backfill": "backfill",
     "heartbeat": "heartbeat",
     "forget_workers": "forget_workers",
+    "record_audit": "record_audit",
+    "audit_log": "audit_log",
     "presence_write": "presence.write",
     "presence_read": "presence.read",
     "advance_clock": None,
@@ -622,6 +699,10 @@ NOT_MODELLED: dict[str, str] = {
         "(LISTEN, in-process); tests/conformance/test_wakeups.py"
     ),
     "close": "ends the store: no step can follow it",
+    "activity": (
+        "per-bucket means of float seconds each backend computes by its own arithmetic: "
+        "tests/conformance/test_attempts.py checks it on every backend"
+    ),
     "next_due_in": (
         "a float of seconds each backend computes by its own arithmetic (PostgreSQL's "
         "epoch in float8): tests/conformance/test_delayed.py checks it on every backend"

@@ -64,6 +64,7 @@ async def test_each_attempt_is_a_span_and_the_handlers_spans_nest_in_it(
         (span.attributes or {})["a2pg.consumer"]: span for span in named(spans, "a2pg.attempt")
     }
     assert set(attempts) == {"async", "sync"}
+    async_event_id = (await store.read("s"))[0].id
     assert dict(attempts["async"].attributes or {}) == {
         "a2pg.session_id": "s",
         "a2pg.consumer": "async",
@@ -72,6 +73,12 @@ async def test_each_attempt_is_a_span_and_the_handlers_spans_nest_in_it(
         "a2pg.attempt": 1,
         "a2pg.event_type": "job",
         "a2pg.outcome": "completed",
+        "messaging.system": "a2pg",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": "s",
+        "messaging.consumer.group.name": "async",
+        "messaging.message.id": async_event_id,
     }
     assert "a2pg.lane" not in (attempts["sync"].attributes or {})
     for consumer, attempt in attempts.items():

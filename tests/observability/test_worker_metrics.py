@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import platform
 import socket
 import urllib.request
 from collections.abc import Iterator
@@ -12,9 +13,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from a2pg import Head, NewEvent, Target
+from a2pg import Head, NewEvent, Target, __version__
 from a2pg.ids import FakeClock
-from a2pg.observability.metrics import WorkerMetrics
+from a2pg.observability.metrics import DURATION_OUTCOMES, WorkerMetrics
 from a2pg.store import Store
 from a2pg.worker import App, Worker
 
@@ -23,6 +24,7 @@ from .conftest import Cli
 from .process import WITHOUT_EXTRAS, WorkerProcess, eventually, run_a2pg
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+PYTHON = platform.python_version()
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -56,7 +58,7 @@ async def test_a_worker_counts_its_attempts_by_consumer(store: Store) -> None:
     for consumer in ("ok", "bad"):
         assert value(r, "a2pg_attempts_in_flight", consumer=consumer) == 0
         assert value(r, "a2pg_attempts_failed_total", consumer=consumer) == 0
-    assert value(r, "a2pg_attempt_duration_seconds_count", consumer="ok") == 3
+    assert value(r, "a2pg_attempt_duration_seconds_count", consumer="ok", outcome="completed") == 3
     assert value(r, "a2pg_claim_batch_size_sum") == 4  # every head came in some claim
     assert value(r, "a2pg_completion_batch_size_sum") == 3
     calls = value(r, "a2pg_store_call_duration_seconds_count", op="fail_attempt")
@@ -181,8 +183,24 @@ async def test_a_running_worker_serves_metrics_that_match_the_store(
         assert started == 11 + 2 + 1  # every attempt ended one way
         assert sample(samples, "a2pg_attempts_superseded_total", consumer="echo") == 0
         assert sample(samples, "a2pg_attempts_in_flight", consumer="echo") == 0
-        duration_count = sample(samples, "a2pg_attempt_duration_seconds_count", consumer="echo")
-        assert duration_count == started
+        durations = {
+            outcome: sample(
+                samples, "a2pg_attempt_duration_seconds_count", consumer="echo", outcome=outcome
+            )
+            for outcome in DURATION_OUTCOMES
+        }
+        assert sum(durations.values()) == started
+        assert (durations["completed"], durations["failed"], durations["dead_lettered"]) == (
+            11,
+            2,
+            1,
+        )
+        waits = sample(samples, "a2pg_attempt_wait_seconds_count", consumer="echo")
+        assert waits == 8 + 4  # each event's first attempt, not its retries
+        assert sample(samples, "process_resident_memory_bytes") > 0
+        assert sample(samples, "a2pg_build_info", version=__version__, python=PYTHON) == 1
+        with await asyncio.to_thread(urllib.request.urlopen, url, timeout=TIMEOUT) as response:
+            assert b"_created" not in response.read()
         assert sample(samples, "a2pg_wakeups_total") >= 1
         assert sample(samples, "a2pg_completion_batch_size_sum") == 11
         assert sample(samples, "a2pg_claim_batch_size_sum") == started

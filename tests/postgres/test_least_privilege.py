@@ -38,6 +38,7 @@ from a2pg import (
     Target,
     Worker,
 )
+from a2pg.models import AuditEntry
 from a2pg.postgres import PostgresStore
 from a2pg.postgres.layout import TABLES, VERSION_TABLE
 from a2pg.postgres.migrate import upgrade
@@ -387,6 +388,27 @@ async def test_a_runtime_role_runs_the_whole_workload(
     assert "permission denied" not in caplog.text
     assert "InsufficientPrivilege" not in caplog.text
     assert "lost its connection" not in caplog.text
+
+
+async def test_a_runtime_role_writes_and_reads_the_audit_log(
+    database: str, make_role: MakeRole
+) -> None:
+    """The operator commands record their actions as the role they run as: the runtime
+    grants (derived from the layout's tables, ``a2_audit`` among them) suffice."""
+    role = make_role(runtime_grants)
+    dsn = as_role(database, role)
+    paused = _run_cli("pause", "bill", "--dsn", dsn, "--schema", SCHEMA)
+    assert paused.returncode == 0, paused
+    listed = _run_cli("audit", "--json", "--dsn", dsn, "--schema", SCHEMA)
+    assert listed.returncode == 0, listed
+    assert '"action": "pause"' in listed.stdout and '"consumer": "bill"' in listed.stdout
+    store = await _open(dsn, poll_interval=POLL_INTERVAL)
+    try:
+        stored = await store.record_audit(AuditEntry("ops", "resume", consumer="bill"))
+        assert [entry.action for entry in await store.audit_log()] == ["resume", "pause"]
+        assert (await store.audit_log(limit=1)) == [stored]
+    finally:
+        await store.close()
 
 
 def _run_cli(*argv: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ...models import ANY_LANE, AnyLane, CancelAction
+from ...models import ANY_LANE, AnyLane, BackfillProgress, CancelAction, CancelResult
 from .. import output as out
 from ..common import (
     EXIT_NOT_FOUND,
@@ -22,6 +22,7 @@ from ..common import (
     require_session,
 )
 from ..options import positive_int
+from . import audit
 from .base import opened
 
 if TYPE_CHECKING:
@@ -78,6 +79,27 @@ def _lane(args: argparse.Namespace) -> str | AnyLane | None:
     return ANY_LANE if lane is None else lane
 
 
+async def _record_cancel(
+    store: Store,
+    args: argparse.Namespace,
+    action: CancelAction,
+    lane: str | AnyLane | None,
+    result: CancelResult,
+) -> None:
+    held = None if result.held_until is None else result.held_until.isoformat()
+    await audit.record(
+        store,
+        "cancel.skip" if action == "skip" else "cancel.dead_letter",
+        session_id=args.session,
+        consumer=args.consumer,
+        lane=lane if isinstance(lane, str) else None,
+        index=args.index,
+        outcome="cancelled" if result.cancelled else "not_found",
+        cursor=audit.cursor_detail(lane),
+        held_until=held,
+    )
+
+
 async def cmd_cancel(args: argparse.Namespace, stdout: TextIO) -> int:
     action: CancelAction = "skip" if args.skip else "dead_letter"
     lane = _lane(args)
@@ -86,6 +108,7 @@ async def cmd_cancel(args: argparse.Namespace, stdout: TextIO) -> int:
         result = await store.cancel_head(
             args.session, consumer=args.consumer, index=args.index, action=action, lane=lane
         )
+        await _record_cancel(store, args, action, lane, result)
     where = (
         ""
         if isinstance(lane, AnyLane)
@@ -122,13 +145,21 @@ async def cmd_cancel(args: argparse.Namespace, stdout: TextIO) -> int:
 
 async def cmd_backfill(args: argparse.Namespace, stdout: TextIO) -> int:
     async with opened(args) as store:
-        await drive_backfill(store, args.consumer, batch=args.batch, json=args.json, out_=stdout)
+        done = await drive_backfill(
+            store, args.consumer, batch=args.batch, json=args.json, out_=stdout
+        )
+        await audit.record(
+            store, "backfill", consumer=args.consumer, sessions=done.sessions, batch=args.batch
+        )
     return EXIT_OK
 
 
-async def drive_backfill(store: Store, name: str, *, batch: int, json: bool, out_: TextIO) -> None:
-    """Runs consumer ``name``'s backfill to its end, a line (or JSON document) per batch;
-    exits 5 when it has none. Also what ``a2pg consumers --register --backfill`` runs."""
+async def drive_backfill(
+    store: Store, name: str, *, batch: int, json: bool, out_: TextIO
+) -> BackfillProgress:
+    """Runs consumer ``name``'s backfill to its end, a line (or JSON document) per batch,
+    and returns it done; exits 5 when it has none. Also what ``a2pg consumers --register
+    --backfill`` runs."""
     while True:
         progress = await store.backfill(name, limit=batch)
         if progress is None:
@@ -156,7 +187,7 @@ async def drive_backfill(store: Store, name: str, *, batch: int, json: bool, out
                 + "\n"
             )
         if progress.done_at is not None:
-            return
+            return progress
 
 
 COMMANDS: dict[str, Command] = {"cancel": cmd_cancel, "backfill": cmd_backfill}

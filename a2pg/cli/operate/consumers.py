@@ -11,6 +11,7 @@ from ...contract.limits import Limits
 from ...models import Consumer, ConsumerStats, LogSpec, WorkerInfo
 from .. import output as out
 from ..common import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, AddCommand, Command, fail
+from . import audit
 from .base import opened
 from .cancel import drive_backfill
 
@@ -243,6 +244,14 @@ async def _register(args: argparse.Namespace, stdout: TextIO) -> int:
     [checked] = check_register_consumers([consumer], limits=Limits())
     async with opened(args) as store:
         await store.register_consumers([checked])
+        await audit.record(
+            store,
+            "register",
+            consumer=checked.name,
+            lane=args.lane,
+            types=None if types is None else audit.listed(list(types)),
+            backfill=args.backfill,
+        )
         if not args.json:
             kind = "with backfill" if args.backfill else "from each session's next event"
             stdout.write(f"registered {checked.name} (lane {args.lane}, {kind})\n")
@@ -259,6 +268,8 @@ async def _unregister(args: argparse.Namespace, stdout: TextIO) -> int:
     async with opened(args) as store:
         await _require_registered(store, names)
         await store.unregister_consumers(names)
+        for name in names:
+            await audit.record(store, "unregister", consumer=name)
     if args.json:
         out.write_json(stdout, {"unregistered": names})
     else:

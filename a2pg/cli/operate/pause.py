@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ...models import AuditAction
 from .. import output as out
 from ..common import EXIT_OK, AddCommand, Command
+from . import audit
 from .base import opened
 
 if TYPE_CHECKING:
@@ -81,11 +83,19 @@ def _report(stdout: TextIO, args: argparse.Namespace, done: str, data: dict[str,
         )
 
 
+async def _record(store: Store, action: AuditAction, names: list[str], unknown: list[str]) -> None:
+    """One audit entry per consumer (its name in the entry's consumer column); ``unknown``
+    marks a name the note was printed for."""
+    for name in names:
+        await audit.record(store, action, consumer=name, unknown=name in unknown)
+
+
 async def cmd_pause(args: argparse.Namespace, stdout: TextIO) -> int:
     names = _names(args)
     async with opened(args) as store:
         unknown = await _unknown(store, names)
         await store.pause_consumers(names)
+        await _record(store, "pause", names, unknown)
     _report(stdout, args, "paused", {"paused": names, "unknown": unknown})
     return EXIT_OK
 
@@ -95,6 +105,7 @@ async def cmd_resume(args: argparse.Namespace, stdout: TextIO) -> int:
     async with opened(args) as store:
         await store.resume_consumers(names)
         unknown = await _unknown(store, names)
+        await _record(store, "resume", names, unknown)
     _report(stdout, args, "resumed", {"resumed": names, "unknown": unknown})
     return EXIT_OK
 

@@ -22,6 +22,7 @@ from ..common import (
     require_session,
 )
 from ..options import positive_int
+from . import audit
 from .base import opened
 
 if TYPE_CHECKING:
@@ -146,6 +147,26 @@ def _redrive_lane(args: argparse.Namespace) -> str | AnyLane | None:
     return ANY_LANE if lane is None else lane
 
 
+async def _record_one(
+    store: Store,
+    args: argparse.Namespace,
+    action: RedriveAction,
+    lane: str | AnyLane | None,
+    *,
+    redriven: bool,
+) -> None:
+    await audit.record(
+        store,
+        "redrive.retry" if action == "retry" else "redrive.skip",
+        session_id=args.session,
+        consumer=args.consumer,
+        lane=lane if isinstance(lane, str) else None,
+        index=args.index,
+        outcome="redriven" if redriven else "not_found",
+        cursor=audit.cursor_detail(lane),
+    )
+
+
 def _cursor_words(lane: str | AnyLane | None) -> str:
     if isinstance(lane, AnyLane):
         return ""
@@ -160,6 +181,7 @@ async def _redrive_one(args: argparse.Namespace, stdout: TextIO) -> int:
         result = await store.redrive(
             args.session, consumer=args.consumer, index=args.index, action=action, lane=lane
         )
+        await _record_one(store, args, action, lane, redriven=result.redriven)
     if not result.redriven:
         fail(
             EXIT_NOT_FOUND,
@@ -220,6 +242,30 @@ def _row(head: Head, outcome: str, has_pending: bool | None) -> dict[str, Any]:
     return {**row, "outcome": outcome, "has_pending": has_pending}
 
 
+async def _record_many(
+    store: Store, args: argparse.Namespace, action: RedriveAction, rows: list[dict[str, Any]]
+) -> None:
+    """One entry for the whole selection: its filters and counts (``gone``: heads no
+    longer dead-lettered when their turn came)."""
+    redriven = sum(1 for r in rows if r["outcome"] == REDRIVEN)
+    await audit.record(
+        store,
+        "redrive.retry" if action == "retry" else "redrive.skip",
+        session_id=args.only_session,
+        consumer=args.only_consumer,
+        filters={
+            "session": args.only_session,
+            "consumer": args.only_consumer,
+            "error": audit.clip(args.error),
+            "all": args.all,
+        },
+        matched=len(rows),
+        redriven=redriven,
+        gone=len(rows) - redriven,
+        outcome="redriven" if redriven else "nothing",
+    )
+
+
 async def _redrive_many(args: argparse.Namespace, stdout: TextIO) -> int:
     action: RedriveAction = "retry" if args.retry else "skip"
     rows: list[dict[str, Any]] = []
@@ -239,6 +285,8 @@ async def _redrive_many(args: argparse.Namespace, stdout: TextIO) -> int:
             )
             outcome = REDRIVEN if result.redriven else GONE
             rows.append(_row(head, outcome, result.has_pending if result.redriven else None))
+        if not args.dry_run:
+            await _record_many(store, args, action, rows)
     redriven = sum(1 for r in rows if r["outcome"] == REDRIVEN)
     if args.json:
         out.write_json(

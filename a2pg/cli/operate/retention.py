@@ -22,6 +22,7 @@ from ..common import (
     fail,
     require_session,
 )
+from . import audit
 from .base import (
     all_sessions,
     duration,
@@ -128,6 +129,15 @@ async def _clear_one(args: argparse.Namespace, stdout: TextIO) -> int:
     async with opened(args) as store:
         await require_session(store, args.session)
         result = await store.clear(args.session, if_last_index=args.if_last_index)
+        await audit.record(
+            store,
+            "clear",
+            session_id=args.session,
+            outcome="cleared" if result.cleared else "not_cleared",
+            if_last_index=args.if_last_index,
+            clear_index=result.clear_index,
+            head=result.index,
+        )
     if args.json:
         out.write_json(
             stdout,
@@ -169,7 +179,20 @@ async def _clear_idle(args: argparse.Namespace, stdout: TextIO) -> int:
         async for info in all_sessions(store):
             if _clearable(info, cutoff):
                 rows.append(await _clear_idle_one(store, info, args))
-    counts = {o: sum(1 for r in rows if r["outcome"] == o) for o in OUTCOMES}
+        counts = {o: sum(1 for r in rows if r["outcome"] == o) for o in OUTCOMES}
+        if not args.dry_run:
+            await audit.record(
+                store,
+                "clear",
+                older_than=args.older_than,
+                cutoff=cutoff.isoformat(),
+                include_unfinished=args.include_unfinished,
+                matched=len(rows),
+                cleared=counts[CLEARED],
+                changed=counts[CHANGED],
+                kept=counts[KEPT],
+                outcome="cleared" if counts[CLEARED] else "nothing",
+            )
     if args.json:
         out.write_json(
             stdout,
@@ -230,6 +253,7 @@ async def cmd_reclaim(args: argparse.Namespace, stdout: TextIO) -> int:
     async with opened(args) as store:
         await require_session(store, args.session)
         deleted = await reclaim_all_of(store, args.session)
+        await audit.record(store, "reclaim", session_id=args.session, deleted=deleted)
     if args.json:
         out.write_json(stdout, {"session_id": args.session, "deleted": deleted, "done": True})
     else:
@@ -259,7 +283,16 @@ async def _reclaim_many(args: argparse.Namespace, stdout: TextIO) -> int:
             deleted = await reclaim_all_of(store, info.session_id)
             if deleted:
                 rows.append({"session_id": info.session_id, "deleted": deleted})
-    total = sum(int(r["deleted"]) for r in rows)
+        total = sum(int(r["deleted"]) for r in rows)
+        await audit.record(
+            store,
+            "reclaim",
+            all=args.all,
+            older_than=args.older_than,
+            examined=examined,
+            sessions=len(rows),
+            deleted=total,
+        )
     if args.json:
         out.write_json(
             stdout,

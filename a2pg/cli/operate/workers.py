@@ -8,6 +8,7 @@ from typing import Any, TextIO
 from ...models import WorkerInfo
 from .. import output as out
 from ..common import EXIT_OK, AddCommand, Command
+from . import audit
 from .base import opened
 from .consumers import served_by_live_workers
 
@@ -101,6 +102,9 @@ async def _forget_stale(args: argparse.Namespace, stdout: TextIO) -> int:
         stale = [w.beat.holder for w in await store.workers() if w.stale]
         if stale:
             await store.forget_workers(stale)
+        await audit.record(
+            store, "forget_workers", forgotten=len(stale), holders=audit.listed(stale)
+        )
     if args.json:
         out.write_json(stdout, {"forgotten": stale})
     else:

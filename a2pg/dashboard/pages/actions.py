@@ -21,6 +21,7 @@ from ...models import RedriveAction
 from ..params import bad_request, integer, local_path, text
 from ..security import CSRF_FIELD
 from ..state import BULK_LIMIT, Dashboard, dashboard_of
+from . import audit
 
 ACTIONS: tuple[RedriveAction, ...] = ("retry", "skip")
 
@@ -95,6 +96,15 @@ async def redrive_one(request: Request) -> Response:
     result = await dash.store.redrive(
         session_id, consumer=consumer, index=index, action=action, lane=lane
     )
+    await audit.record_redrive(
+        request,
+        action,
+        session_id=session_id,
+        consumer=consumer,
+        lane=lane,
+        index=index,
+        redriven=result.redriven,
+    )
     next_path = local_path(text(form, "next"), "/dead-letters")
     notice = action if result.redriven else "missing"
     return back(request, next_path, notice=notice, count=1 if result.redriven else 0)
@@ -116,6 +126,7 @@ async def redrive_many(request: Request) -> Response:
             key.session_id, consumer=key.consumer, index=key.index, action=action, lane=key.lane
         )
         done += result.redriven
+    await audit.record_bulk(request, action, selected=len(keys), redriven=done)
     next_path = local_path(text(form, "next"), "/dead-letters")
     return back(request, next_path, notice=f"bulk-{action}", count=done)
 
@@ -126,6 +137,7 @@ async def pause_consumer(request: Request) -> Response:
     consumer = text(form, "consumer", required=True)
     assert consumer is not None
     await dash.store.pause_consumers([consumer])
+    await audit.record(request, "pause", consumer=consumer)
     return back(request, local_path(text(form, "next"), "/"), notice="paused", count=1)
 
 
@@ -136,4 +148,5 @@ async def resume_consumer(request: Request) -> Response:
     consumer = text(form, "consumer", required=True)
     assert consumer is not None
     await dash.store.resume_consumers([consumer])
+    await audit.record(request, "resume", consumer=consumer)
     return back(request, local_path(text(form, "next"), "/"), notice="resumed", count=1)

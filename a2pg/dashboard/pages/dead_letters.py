@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -36,6 +37,11 @@ class Filters:
     def params(self) -> dict[str, str]:
         given = {"consumer": self.consumer, "error": self.error, "session": self.session}
         return {k: v for k, v in given.items() if v}
+
+    def page(self) -> str:
+        """The dead-letters page with these filters (a path inside the dashboard)."""
+        query = self.params()
+        return "/dead-letters" + ("?" + urlencode(query) if query else "")
 
 
 def filters_of(values: Mapping[str, Any]) -> Filters:
@@ -114,6 +120,8 @@ async def confirm_page(request: Request) -> Response:
         more=more,
         action=action,
         filters=filters,
+        back=filters.page(),
+        gone=0,
         limit=BULK_LIMIT,
         key=lambda h: HeadKey(h.session_id, h.consumer, h.lane, h.index).encode(),
     )

@@ -1,4 +1,4 @@
-// a2pg dashboard: live refresh of the overview and the live tail of a session.
+// a2pg dashboard: live refresh of the overview, the live tail of a session, row selection.
 // Plain JavaScript, no build step. Store data is only ever set as text (textContent).
 "use strict";
 
@@ -67,16 +67,34 @@ function followTail(list) {
   });
 }
 
-function confirmSkips() {
-  for (const button of document.querySelectorAll("form.redrive button[value=skip]")) {
-    button.addEventListener("click", (event) => {
-      if (!window.confirm("Skip this head? It finishes without running.")) event.preventDefault();
+// Row selection (a form whose rows' checkboxes name it by their form attribute): a
+// "select all" box, and the action buttons disabled while nothing is ticked. Without
+// script the boxes still work one by one; the server refuses an empty selection.
+function followSelection(form) {
+  const boxes = () => document.querySelectorAll(`input[type=checkbox][name=key][form="${form.id}"]`);
+  const all = document.querySelector(`input[data-select-all="${form.id}"]`);
+  const buttons = form.querySelectorAll("button");
+  function update() {
+    const ticked = Array.from(boxes()).filter((box) => box.checked).length;
+    for (const button of buttons) button.disabled = ticked === 0;
+    if (all) {
+      all.checked = ticked > 0 && ticked === boxes().length;
+      all.indeterminate = ticked > 0 && ticked < boxes().length;
+    }
+  }
+  for (const box of boxes()) box.addEventListener("change", update);
+  if (all) {
+    all.hidden = false;
+    all.addEventListener("change", () => {
+      for (const box of boxes()) box.checked = all.checked;
+      update();
     });
   }
+  update();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   for (const box of document.querySelectorAll("[data-live]")) refreshLive(box);
   for (const list of document.querySelectorAll("ol[data-stream]")) followTail(list);
-  confirmSkips();
+  for (const form of document.querySelectorAll("form[data-selection]")) followSelection(form);
 });

@@ -32,7 +32,19 @@ pg_catalog.make_interval(secs => extract(epoch from %(ttl)s::interval)) as ttl
 e.event_id as e_event_id, e.event_type as e_event_type, e.payload as e_payload,
 e.created_at as e_created_at, e.cause_consumer as e_cause_consumer,
 e.cause_lane as e_cause_lane, e.cause_index as e_cause_index,
-e.cause_attempt as e_cause_attempt
+e.cause_attempt as e_cause_attempt, e.trace_parent as e_trace_parent
+
+-- fragment: lapsed_attempts
+-- The body of the CTE `ended` of a claim: the attempts whose lease lapsed, among the
+-- heads of the CTE `taken` (the claim's eligible or picked heads, with their old holder,
+-- claim time and attempt), each `lapsed`, or `dead_lettered` when the claim
+-- dead-lettered the head (see record_attempts).
+select g.session_id, g.consumer, g.cursor_key, g.head as idx, g.old_attempt as attempt,
+       g.lane, g.old_holder as holder, g.old_started as started_at, t.now as ended_at,
+       case when g.exhausted then 'dead_lettered' else 'lapsed' end as outcome,
+       null::text as error
+  from taken g cross join t
+ where g.old_holder is not null
 
 -- name: claim_session
 -- Claims every eligible head of one session (the caller holds the session row), paused
@@ -46,7 +58,10 @@ with t as (
 ), eligible as (
   select c.session_id, c.consumer, c.cursor_key,
          c.claim_holder is not null and %(max_failures)s::int is not null
-           and c.failure_count + 1 >= %(max_failures)s::int as exhausted
+           and c.failure_count + 1 >= %(max_failures)s::int as exhausted,
+         -- The attempt a lapsed lease ends, for the history (below).
+         c.claim_holder as old_holder, c.last_claimed_at as old_started,
+         c.attempt_count as old_attempt, c.lane, c.head
     from {schema}.a2_cursors c
    where c.session_id = %(session_id)s
      and c.head > (select clear_index from s)
@@ -83,6 +98,12 @@ with t as (
    where c.session_id = g.session_id and c.consumer = g.consumer
      and c.cursor_key = g.cursor_key
   returning c.*, g.exhausted
+), taken as (
+  select * from eligible where old_holder is not null
+), ended as (
+  -- include: lapsed_attempts
+), recorded as (
+  -- include: record_attempts
 ),
 -- include: release_dead_pins
 select k.*, (select clear_index from s) as clear_index,
@@ -130,7 +151,9 @@ t as (
 ), picked as (
   select c.session_id, c.consumer, c.cursor_key, c.ready_at as was_ready,
          c.claim_holder is not null and %(max_failures)s::int is not null
-           and c.failure_count + 1 >= %(max_failures)s::int as exhausted
+           and c.failure_count + 1 >= %(max_failures)s::int as exhausted,
+         c.claim_holder as old_holder, c.last_claimed_at as old_started,
+         c.attempt_count as old_attempt, c.lane, c.head
     from {schema}.a2_cursors c
    where c.ready_at <= (select now from t)
      and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
@@ -138,8 +161,9 @@ t as (
           or c.consumer <> all((select paused from t)::text[]))
 
 -- fragment: claim_any_claimed
--- The rest of `picked` (its order, literal limit and SKIP LOCKED) and the CTE `claimed`
--- that claims (or, at max_failures, dead-letters) each pick.
+-- The rest of `picked` (its order, literal limit and SKIP LOCKED), the CTE `claimed`
+-- that claims (or, at max_failures, dead-letters) each pick, and the CTEs that record the
+-- attempts whose lease lapsed in the attempt history (`taken`, `ended`, `recorded`).
    order by c.ready_at, c.session_id collate "C", c.head, c.consumer collate "C",
             coalesce(c.lane, '') collate "C"
    limit {limit}
@@ -161,6 +185,17 @@ t as (
      and c.cursor_key = g.cursor_key
      and c.ready_at <= t.now and c.failed_at is null
   returning c.*, g.exhausted, g.was_ready
+), taken as (
+  select g.*
+    from picked g
+    join claimed k
+      on k.session_id = g.session_id and k.consumer = g.consumer
+     and k.cursor_key = g.cursor_key
+   where g.old_holder is not null
+), ended as (
+  -- include: lapsed_attempts
+), recorded as (
+  -- include: record_attempts
 )
 
 -- fragment: claim_any_heads
@@ -200,10 +235,11 @@ with done as (
   -- Each completed head's row, found by its key and fenced as read: a lateral subquery
   -- kept apart by its limit is an index probe per completion, whatever the planner
   -- guesses of the document's size (it would hash-join a scan of every cursor).
-  select x.ctid
+  select x.ctid, d.session_id, d.consumer, d.cursor_key, d.head, d.attempt, x.claim_holder,
+         x.last_claimed_at
     from done d
    cross join lateral (
-     select c.ctid
+     select c.ctid, c.claim_holder, c.last_claimed_at
        from {schema}.a2_cursors c
       where c.session_id = d.session_id and c.consumer = d.consumer
         and c.cursor_key = d.cursor_key and c.kind = 'event' and c.head = d.head
@@ -220,7 +256,22 @@ with done as (
          -- include: no_attempts
    where c.ctid = any(array(select ctid from hit)) and c.kind = 'event'
      and c.claim_holder is not null and c.failed_at is null and c.ready_at is not null
-  returning 1
+  returning c.session_id, c.consumer, c.cursor_key
+), completed as (
+  -- The history rows of the completions (an event cursor has no lane).
+  select h.session_id, h.consumer, h.cursor_key, h.head as idx, h.attempt, null::text as lane,
+         h.claim_holder as holder, h.last_claimed_at as started_at,
+         coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as ended_at,
+         'completed' as outcome, null::text as error
+    from hit h
+    join advanced a
+      on a.session_id = h.session_id and a.consumer = h.consumer
+     and a.cursor_key = h.cursor_key
+), completions_recorded as (
+  insert into {schema}.a2_attempts (session_id, consumer, cursor_key, idx, attempt, lane,
+                                    holder, started_at, ended_at, outcome, error)
+  select * from completed
+  on conflict do nothing
 ), refresh as (
   update {schema}.a2_cursors c
      set types = x.types
@@ -310,7 +361,16 @@ with released as (
      and c.failed_at is null and c.claim_holder = %(holder)s
      and c.head > (select s.clear_index from {schema}.a2_sessions s
                     where s.session_id = %(session_id)s)
-  returning c.consumer, c.cursor_key, c.head
+  returning c.consumer, c.cursor_key, c.head, c.lane, c.attempt_count, c.last_claimed_at,
+            c.ready_at
+), ended as (
+  select %(session_id)s::text as session_id, r.consumer, r.cursor_key, r.head as idx,
+         r.attempt_count as attempt, r.lane, %(holder)s::text as holder,
+         r.last_claimed_at as started_at, r.ready_at as ended_at, 'released' as outcome,
+         null::text as error
+    from released r
+), recorded as (
+  -- include: record_attempts
 ), notified as (
   select pg_catalog.pg_notify(%(channel)s,
                    pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text)

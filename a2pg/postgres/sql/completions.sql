@@ -77,6 +77,7 @@ with k as (
          as u (session_id, consumer, cursor_key, head, record, attempt, returned)
 ), moved as (
   select c.session_id, c.consumer, c.cursor_key, k.record, k.attempt, k.returned,
+         c.head as idx, c.lane, c.claim_holder, c.last_claimed_at,
          -- include: next_head
          ,
          -- include: lane_due
@@ -85,6 +86,15 @@ with k as (
       on c.session_id = k.session_id and c.consumer = k.consumer
      and c.cursor_key = k.cursor_key and c.head = k.head
     join {schema}.a2_sessions s on s.session_id = c.session_id
+), ended as (
+  -- The completions among the moves (a skip has no attempt), for the attempt history.
+  select m.session_id, m.consumer, m.cursor_key, m.idx, m.attempt, m.lane,
+         m.claim_holder as holder, m.last_claimed_at as started_at,
+         %(now)s::timestamptz as ended_at, 'completed' as outcome, null::text as error
+    from moved m
+   where m.attempt is not null
+), recorded as (
+  -- include: record_attempts
 )
 update {schema}.a2_cursors c
    set position = c.head,
@@ -118,6 +128,7 @@ with k as (
          as u (session_id, consumer, cursor_key, head, attempt)
 ), moved as (
   select c.session_id, c.consumer, c.cursor_key, c.kind, c.lane, c.head, k.attempt,
+         c.claim_holder, c.last_claimed_at,
          -- include: next_head
          ,
          -- include: lane_due
@@ -147,7 +158,18 @@ with k as (
    where c.session_id = m.session_id and c.consumer = m.consumer
      and c.cursor_key = m.cursor_key and c.head = m.head
      and c.attempt_count = m.attempt and c.claim_holder is not null and c.failed_at is null
-  returning c.session_id
+  returning c.session_id, c.consumer, c.cursor_key
+), ended as (
+  select m.session_id, m.consumer, m.cursor_key, m.head as idx, m.attempt, m.lane,
+         m.claim_holder as holder, m.last_claimed_at as started_at,
+         coalesce(%(now)s::timestamptz, pg_catalog.now()) as ended_at,
+         'completed' as outcome, null::text as error
+    from moved m
+    join advanced a
+      on a.session_id = m.session_id and a.consumer = m.consumer
+     and a.cursor_key = m.cursor_key
+), recorded as (
+  -- include: record_attempts
 ), lanes as (
   update {schema}.a2_lane_events l
      set done = true, completed_attempt = m.attempt, returned_event_ids = array[]::text[]
@@ -161,19 +183,38 @@ select (case when pg_catalog.count(*) = %(count)s then null
   from advanced;
 
 -- name: fail_head
-update {schema}.a2_cursors c
-   set failure_count = %(failure_count)s::int,
-       last_error = %(error)s,
-       last_failed_at = %(now)s::timestamptz,
-       last_failed_attempt = %(attempt)s::int,
-       failed_at = case when %(dead)s::boolean then %(now)s::timestamptz end,
-       claim_holder = null,
-       claim_expires_at = %(retry_at)s::timestamptz,
-       ready_at = case when %(dead)s::boolean then null
-                       else coalesce(%(retry_at)s::timestamptz, %(now)s::timestamptz) end
- where c.session_id = %(session_id)s and c.consumer = %(consumer)s
-   and c.cursor_key = %(cursor_key)s and c.head = %(idx)s::bigint
-   and c.attempt_count = %(attempt)s::int;
+-- Records the failure on the head and in the attempt history (its holder and claim time
+-- as they were: `o`, the row before the update).
+with failed as (
+  update {schema}.a2_cursors c
+     set failure_count = %(failure_count)s::int,
+         last_error = %(error)s,
+         last_failed_at = %(now)s::timestamptz,
+         last_failed_attempt = %(attempt)s::int,
+         failed_at = case when %(dead)s::boolean then %(now)s::timestamptz end,
+         claim_holder = null,
+         claim_expires_at = %(retry_at)s::timestamptz,
+         ready_at = case when %(dead)s::boolean then null
+                         else coalesce(%(retry_at)s::timestamptz, %(now)s::timestamptz) end
+    from {schema}.a2_cursors o
+   where c.session_id = %(session_id)s and c.consumer = %(consumer)s
+     and c.cursor_key = %(cursor_key)s and c.head = %(idx)s::bigint
+     and c.attempt_count = %(attempt)s::int
+     and o.session_id = c.session_id and o.consumer = c.consumer
+     and o.cursor_key = c.cursor_key
+  returning c.session_id, c.consumer, c.cursor_key, c.head, c.lane, o.claim_holder,
+            o.last_claimed_at
+), ended as (
+  select f.session_id, f.consumer, f.cursor_key, f.head as idx, %(attempt)s::int as attempt,
+         f.lane, f.claim_holder as holder, f.last_claimed_at as started_at,
+         %(now)s::timestamptz as ended_at,
+         case when %(dead)s::boolean then 'dead_lettered' else 'failed' end as outcome,
+         %(error)s::text as error
+    from failed f
+), recorded as (
+  -- include: record_attempts
+)
+select pg_catalog.count(*) as failed from failed;
 
 -- name: dead_letters
 select c.*, s.clear_index,

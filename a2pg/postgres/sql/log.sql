@@ -5,7 +5,7 @@
 -- fragment: event_columns
 -- The columns of events `e` that codec.event reads.
 e.session_id, e.idx, e.event_id, e.event_type, e.payload, e.created_at,
-e.cause_consumer, e.cause_lane, e.cause_index, e.cause_attempt
+e.cause_consumer, e.cause_lane, e.cause_index, e.cause_attempt, e.trace_parent
 
 -- name: ensure_session
 insert into {schema}.a2_sessions (session_id, created_at)
@@ -160,10 +160,12 @@ update {schema}.a2_events e
                  where s.session_id = e.session_id);
 
 -- name: insert_events
+-- `trace_parents` may be shorter than the other arrays (empty when no event of the
+-- transaction has a trace context): rows from pads it with nulls.
 insert into {schema}.a2_events (session_id, idx, event_id, event_type, payload, created_at,
-                       cause_consumer, cause_lane, cause_index, cause_attempt)
+                       cause_consumer, cause_lane, cause_index, cause_attempt, trace_parent)
 select k.session_id, k.idx, k.event_id, k.event_type, k.payload::json, %(now)s::timestamptz,
-       k.cause_consumer, k.cause_lane, k.cause_index, k.cause_attempt
+       k.cause_consumer, k.cause_lane, k.cause_index, k.cause_attempt, k.trace_parent
   from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
                   pg_catalog.unnest(%(idxs)s::bigint[]),
                   pg_catalog.unnest(%(event_ids)s::text[]),
@@ -172,9 +174,10 @@ select k.session_id, k.idx, k.event_id, k.event_type, k.payload::json, %(now)s::
                   pg_catalog.unnest(%(cause_consumers)s::text[]),
                   pg_catalog.unnest(%(cause_lanes)s::text[]),
                   pg_catalog.unnest(%(cause_indexes)s::bigint[]),
-                  pg_catalog.unnest(%(cause_attempts)s::int[]))
+                  pg_catalog.unnest(%(cause_attempts)s::int[]),
+                  pg_catalog.unnest(%(trace_parents)s::text[]))
        as k (session_id, idx, event_id, event_type, payload, cause_consumer, cause_lane,
-             cause_index, cause_attempt);
+             cause_index, cause_attempt, trace_parent);
 
 -- name: insert_event_cursors
 -- `dues`: each delayed target's due time (rules.due_at; null: claimable now). A delayed
@@ -312,7 +315,8 @@ select s.session_id,
 --
 -- The CTEs `s` (the session row, created or locked, its head moved), `t` (its old
 -- head `base`, clear index `ci` and the time read under the lock), `k` (the events),
--- `inserted`, `g` (the targets) and `event_cursors`.
+-- `inserted` (each with the batch's one `trace_parent`, null when there is none), `g`
+-- (the targets) and `event_cursors`.
 s as (
   insert into {schema}.a2_sessions as s (session_id, head, created_at)
   values (%(session_id)s, %(n)s, coalesce(%(now)s::timestamptz, pg_catalog.clock_timestamp()))
@@ -328,8 +332,10 @@ s as (
     from rows from (pg_catalog.json_to_recordset(%(events)s::json) as (i text, t text, p json))
          with ordinality as u (id, type, payload, n)
 ), inserted as (
-  insert into {schema}.a2_events (session_id, idx, event_id, event_type, payload, created_at)
-  select t.sid, t.base + k.n, k.id, k.type, coalesce(k.payload, 'null'::json), t.now
+  insert into {schema}.a2_events (session_id, idx, event_id, event_type, payload, created_at,
+                                  trace_parent)
+  select t.sid, t.base + k.n, k.id, k.type, coalesce(k.payload, 'null'::json), t.now,
+         %(trace_parent)s::text
     from t, k
 ), g as (
   select * from pg_catalog.json_to_recordset(%(targets)s::json) as u (n bigint, c text, l text)

@@ -131,3 +131,79 @@ select c.*,
  order by c.session_id collate "C", c.consumer collate "C", coalesce(c.lane, '') collate "C",
           c.head
  limit %(limit)s::bigint;
+
+-- fragment: find_heads_times
+-- find_heads: the ready_at range of the page's state and start (ready up to now, the
+-- others after it; from the page key's time on), for `c`.
+c.ready_at >= coalesce(%(after_ready)s::timestamptz, '-infinity'::timestamptz)
+and c.ready_at > case when %(state)s::text = 'ready' then '-infinity'::timestamptz
+                      else coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) end
+and c.ready_at <= case when %(state)s::text = 'ready'
+                       then coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp())
+                       else 'infinity'::timestamptz end
+
+-- name: find_heads
+-- One page of every session's live heads in one state (memory.monitoring.work_state, as
+-- consumer_stats counts them), in claim_any's order from the key after `after_*` (a null
+-- time for the first page), filtered as find_dead_letters is (and by the head event's
+-- type). That order is a2_cursors_ready's (ready_at), then the key's rest, which no index
+-- holds. So `times` walks the index one ready_at after another (each a min(): one probe
+-- of its first entry past the last, which the planner always reads off the index), and
+-- `page` takes each time's heads (an index equality; an append's heads share their
+-- time) in key order, filtered, until it has `limit`: the recursion is pulled only as far
+-- as the limit needs. No plan can read every head of the state and sort them (the trap
+-- of one `order by ... limit`: a bitmap scan and a sort when the filters look
+-- selective). No session is looked up for the walk (a head at or below its clear index
+-- has no ready_at); the page's clear indexes are read after the limit, one per head.
+with recursive times as (
+  select (select pg_catalog.min(c.ready_at) from {schema}.a2_cursors c
+           where
+                 -- include: find_heads_times
+         ) as at
+  union all
+  select (select pg_catalog.min(c.ready_at) from {schema}.a2_cursors c
+           where c.ready_at > t.at
+             and
+                 -- include: find_heads_times
+         )
+    from times t
+   where t.at is not null
+), page as (
+  select h.*
+    from times t
+   cross join lateral (
+     select c.*,
+            -- include: head_event_columns
+       from {schema}.a2_cursors c
+       join {schema}.a2_events e on e.session_id = c.session_id and e.idx = c.head
+      where c.ready_at = t.at
+        and (c.ready_at, c.session_id collate "C", c.head, c.consumer collate "C",
+             coalesce(c.lane, '') collate "C")
+            > (coalesce(%(after_ready)s::timestamptz, '-infinity'::timestamptz),
+               %(after_session)s::text, %(after_index)s::bigint,
+               %(after_consumer)s::text, %(after_lane)s::text)
+        and case %(state)s::text
+              when 'held' then c.claim_holder is not null
+              when 'backing_off' then c.claim_holder is null and c.failure_count > 0
+              when 'scheduled' then c.claim_holder is null and c.failure_count = 0
+              else true
+            end
+        and (%(consumer)s::text is null or c.consumer = %(consumer)s::text)
+        and (%(event_type)s::text is null or e.event_type = %(event_type)s::text)
+        and (%(prefix)s::text is null
+             or pg_catalog.starts_with(c.session_id, %(prefix)s::text))
+        and (%(error)s::text is null
+             or pg_catalog.strpos(pg_catalog.lower(c.last_error collate "C"),
+                                  pg_catalog.lower(%(error)s::text collate "C")) > 0)
+      order by c.session_id collate "C", c.head, c.consumer collate "C",
+               coalesce(c.lane, '') collate "C"
+   ) h
+   where t.at is not null
+   limit %(limit)s::bigint
+)
+select p.*,
+       (select s.clear_index from {schema}.a2_sessions s
+         where s.session_id = p.session_id) as clear_index
+  from page p
+ order by p.ready_at, p.session_id collate "C", p.head, p.consumer collate "C",
+          coalesce(p.lane, '') collate "C";

@@ -7,7 +7,7 @@
 -- session's clear index (`k`, a2_clears, left joined).
 c.*, e.idx as e_idx, e.event_id as e_event_id, e.event_type as e_event_type,
 e.payload as e_payload, e.created_at as e_created_at, e.cause as e_cause,
-coalesce(k.clear_index, 0) as clear_index
+e.trace_parent as e_trace_parent, coalesce(k.clear_index, 0) as clear_index
 
 -- fragment: not_paused
 -- `c.consumer` is not paused (a2_consumer_pauses): the subquery is not correlated, so

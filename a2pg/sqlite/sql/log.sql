@@ -49,8 +49,11 @@ update a2_events set id_retired = 1
    and idx < :clear_index;
 
 -- name: insert_event
-insert into a2_events (session_id, idx, event_type, payload, event_id, created_at, cause)
-values (:session_id, :idx, :event_type, :payload, :event_id, :created_at, :cause);
+-- `:trace_parent`: the append's W3C trace context (null when there is none).
+insert into a2_events (session_id, idx, event_type, payload, event_id, created_at, cause,
+                       trace_parent)
+values (:session_id, :idx, :event_type, :payload, :event_id, :created_at, :cause,
+        :trace_parent);
 
 -- name: select_cursor
 select c.* from a2_cursors c

@@ -110,6 +110,36 @@ select
  order by c.session_id, c.consumer, coalesce(c.lane, ''), c.head
  limit :limit;
 
+-- name: find_heads
+-- One page of every session's live heads in one state (memory.monitoring.work_state, as
+-- consumer_stats counts them), in a2_cursors_ready's order (claim_any's) from the key after
+-- `after_*`, filtered as find_dead_letters is (and by the head event's type). The state is
+-- a range of ready_at (`start` through `high`: up to now for ready heads, after it for the
+-- others, from the page key's time on) and a test of holder and failures; the range walks
+-- the index from the page's start, and the scan stops at the limit (no sort).
+select
+       -- include: head_columns
+  from a2_cursors c
+  join a2_events e on e.session_id = c.session_id and e.idx = c.head
+  left join a2_clears k on k.session_id = c.session_id
+ where c.ready_at is not null
+   and c.ready_at between :start and :high
+   and (c.ready_at, c.session_id, c.head, c.consumer, coalesce(c.lane, ''))
+       > (:after_ready, :after_session, :after_index, :after_consumer, :after_lane)
+   and c.head > coalesce(k.clear_index, 0)
+   and case :state
+         when 'held' then c.claim_holder is not null
+         when 'backing_off' then c.claim_holder is null and c.failure_count > 0
+         when 'scheduled' then c.claim_holder is null and c.failure_count = 0
+         else 1
+       end
+   and (:consumer is null or c.consumer = :consumer)
+   and (:event_type is null or e.event_type = :event_type)
+   and (:prefix is null or substr(c.session_id, 1, length(:prefix)) = :prefix)
+   and (:error is null or instr(lower(c.last_error), lower(:error)) > 0)
+ order by c.ready_at, c.session_id, c.head, c.consumer, coalesce(c.lane, '')
+ limit :limit;
+
 -- name: heartbeat
 -- Inserts or replaces the holder's row; started_at stays while the beats come from the
 -- same host and pid (a holder name reused by a new process starts again).

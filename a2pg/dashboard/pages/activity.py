@@ -1,0 +1,139 @@
+"""Charts with history: each consumer's finished attempts per minute, from the database.
+
+The points come from the attempt history (``Store.activity``), which the statements that
+end attempts write, so a restarted dashboard shows the past, and every dashboard of a
+deployment shows the same. Drawn as inline SVG on the server: no script, no chart library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...front import CheckedStore, store_time
+from ...models import ActivityPoint
+from ..state import dashboard_of
+
+WINDOWS = {"1h": (timedelta(hours=1), 60.0), "24h": (timedelta(hours=24), 600.0)}
+"""The windows a page shows, each with its bucket in seconds."""
+
+WIDTH, HEIGHT = 600, 120
+"""The plot area of one chart, in SVG units."""
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    name: str
+    css: str
+    """The class that colours its line (dashboard.css)."""
+    points: str
+    """The SVG polyline's points."""
+    total: float
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    title: str
+    unit: str
+    top: float
+    """The value at the top of the plot (its y axis' only label but 0)."""
+    series: list[Series]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerCharts:
+    consumer: str
+    charts: list[Chart]
+
+
+def polyline(values: list[float], top: float) -> str:
+    """SVG points for ``values`` (one per bucket, left to right) scaled so ``top`` is the
+    plot's top edge."""
+    if not values:
+        return ""
+    step = WIDTH / max(1, len(values) - 1)
+    scale = HEIGHT / top if top > 0 else 0.0
+    return " ".join(
+        f"{i * step:.1f},{HEIGHT - value * scale:.1f}" for i, value in enumerate(values)
+    )
+
+
+def charts_of(
+    points: list[ActivityPoint], *, since: datetime, until: datetime, bucket: float
+) -> list[ConsumerCharts]:
+    """Per consumer: attempts per bucket (completed; failed and dead-lettered) and the mean
+    duration, each over every bucket of the window (0 where nothing ended)."""
+    start = since.timestamp() - since.timestamp() % bucket
+    count = max(1, int((until.timestamp() - start) // bucket) + 1)
+    slots: dict[str, list[ActivityPoint | None]] = {}
+    for point in points:
+        row = slots.setdefault(point.consumer, [None] * count)
+        index = int((point.at.timestamp() - start) // bucket)
+        if 0 <= index < count:
+            row[index] = point
+    found = []
+    for consumer, row in sorted(slots.items()):
+        done = [float(p.completed) if p else 0.0 for p in row]
+        failed = [float(p.failed) if p else 0.0 for p in row]
+        dead = [float(p.dead_lettered) if p else 0.0 for p in row]
+        durations = [p.mean_duration or 0.0 if p else 0.0 for p in row]
+        top = max([*done, *failed, *dead, 1.0])
+        slowest = max([*durations, 0.001])
+        found.append(
+            ConsumerCharts(
+                consumer,
+                [
+                    Chart(
+                        f"attempts per {bucket / 60:g} min",
+                        "",
+                        top,
+                        [
+                            Series("completed", "s-done", polyline(done, top), sum(done)),
+                            Series("failed", "s-failed", polyline(failed, top), sum(failed)),
+                            Series("dead-lettered", "s-dead", polyline(dead, top), sum(dead)),
+                        ],
+                    ),
+                    Chart(
+                        "mean attempt duration",
+                        "s",
+                        slowest,
+                        [
+                            Series(
+                                "duration",
+                                "s-duration",
+                                polyline(durations, slowest),
+                                max(durations),
+                            )
+                        ],
+                    ),
+                ],
+            )
+        )
+    return found
+
+
+async def activity_page(request: Request) -> Response:
+    dash = dashboard_of(request)
+    window = request.query_params.get("window", "1h")
+    if window not in WINDOWS:
+        window = "1h"
+    span, bucket = WINDOWS[window]
+    store = dash.store
+    until = await store_time(store) if isinstance(store, CheckedStore) else datetime.now(UTC)
+    since = until - span
+    points = await store.activity(since=since, bucket=bucket)
+    consumers = charts_of(points, since=since, until=until, bucket=bucket)
+    return dash.pages.render(
+        request,
+        "activity.html",
+        consumers=consumers,
+        window=window,
+        windows=list(WINDOWS),
+        since=since,
+        until=until,
+        width=WIDTH,
+        height=HEIGHT,
+    )
