@@ -56,10 +56,13 @@ def attempts(session: SessionState | None, args: AttemptsArgs) -> list[AttemptRe
 def prune(sessions: Sessions, args: PruneAttemptsArgs) -> int:
     """Drops up to ``args.limit`` attempts that ended before ``args.before``, oldest first."""
     old = sorted(
-        (entry.ended_at, session.session_id, key)
-        for session in list(sessions.by_id.values())
-        for key, entry in session.attempts.items()
-        if entry.ended_at < args.before
+        (
+            (entry.ended_at, session.session_id, key)
+            for session in list(sessions.by_id.values())
+            for key, entry in session.attempts.items()
+            if entry.ended_at < args.before
+        ),
+        key=lambda found: (found[0], found[1], repr(found[2])),  # a lane may be None
     )[: args.limit]
     for _, session_id, key in old:
         session = sessions.get(session_id)

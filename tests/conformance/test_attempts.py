@@ -203,3 +203,11 @@ async def test_bad_activity_arguments(
     with pytest.raises(InvalidArgument) as error:
         await store.activity(**call)  # type: ignore[arg-type]
     assert_code(error, "INVALID_ARGUMENT", *fragments)
+
+
+async def test_pruning_mixes_event_and_lane_cursors(store: Store, clock: FakeClock) -> None:
+    await append(store, "s", ev(to=["c", Target("c", "l")]))
+    for head in await store.claim_any(holder=HOLDER, ttl=TTL, limit=5):
+        await completed(store, head)
+    clock.advance(1)
+    assert await store.prune_attempts(before=clock(), limit=10) == 2
