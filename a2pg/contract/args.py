@@ -569,6 +569,12 @@ class RedriveArgs:
     first), ``None`` (the event cursor) or a lane name."""
 
 
+def check_cursor_lane(lane: object, limits: Limits) -> str | AnyLane | None:
+    """The cursor a call names by its lane: ``ANY_LANE`` (whichever the call picks), ``None``
+    (the event cursor) or a lane name (``redrive``, ``cancel_head``, ``attempts``)."""
+    return lane if isinstance(lane, AnyLane) else check_lane(lane, limits)
+
+
 def check_redrive(
     session_id: object,
     *,
@@ -584,7 +590,7 @@ def check_redrive(
     checked_index = check_index(index)
     checked_action: RedriveAction = "retry" if check_redrive_action(action) == "retry" else "skip"
     served = check_consumers(consumers, limits, CallBudget(limits))
-    checked_lane = lane if isinstance(lane, AnyLane) else check_lane(lane, limits)
+    checked_lane = check_cursor_lane(lane, limits)
     return RedriveArgs(sid, name, checked_index, checked_action, served, checked_lane)
 
 
@@ -616,7 +622,7 @@ def check_cancel_head(
         raise invalid(f"cancel action must be 'skip' or 'dead_letter', got {show(action)}")
     checked_action: CancelAction = "skip" if action == "skip" else "dead_letter"
     served = check_consumers(consumers, limits, CallBudget(limits))
-    checked_lane = lane if isinstance(lane, AnyLane) else check_lane(lane, limits)
+    checked_lane = check_cursor_lane(lane, limits)
     return CancelArgs(sid, name, checked_index, checked_action, served, checked_lane)
 
 
@@ -634,7 +640,7 @@ def check_attempts(
 ) -> AttemptsArgs:
     sid = check_session_id(session_id, limits)
     name = check_name(consumer, "consumer name", limits)
-    checked_lane = lane if isinstance(lane, AnyLane) else check_lane(lane, limits)
+    checked_lane = check_cursor_lane(lane, limits)
     return AttemptsArgs(sid, name, check_index(index), checked_lane)
 
 

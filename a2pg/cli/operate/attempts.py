@@ -11,11 +11,11 @@ import argparse
 from typing import Any, TextIO
 
 from ...contract.args import MAX_PRUNE
-from ...models import ANY_LANE, AnyLane, AttemptRecord
+from ...models import AttemptRecord
 from .. import output as out
 from ..common import EXIT_OK, EXIT_USAGE, AddCommand, Command, fail, require_session
 from ..options import positive_int
-from .base import duration, idle_since, opened
+from .base import cursor_lane, duration, idle_since, opened
 
 ATTEMPTS_DETAILS = """\
 The finished attempts of CONSUMER's head at INDEX in SESSION, by attempt number: who held
@@ -59,13 +59,6 @@ def add_parsers(command: AddCommand) -> None:
     )
 
 
-def _lane(args: argparse.Namespace) -> str | AnyLane | None:
-    if args.event_cursor:
-        return None
-    lane: str | None = args.lane
-    return ANY_LANE if lane is None else lane
-
-
 def _row(record: AttemptRecord) -> dict[str, Any]:
     return {
         "attempt": record.attempt,
@@ -83,7 +76,7 @@ async def cmd_attempts(args: argparse.Namespace, stdout: TextIO) -> int:
     async with opened(args) as store:
         await require_session(store, args.session)
         records = await store.attempts(
-            args.session, consumer=args.consumer, index=args.index, lane=_lane(args)
+            args.session, consumer=args.consumer, index=args.index, lane=cursor_lane(args)
         )
     if args.json:
         out.write_json(stdout, [_row(r) for r in records])

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ...contract.limits import MAX_SECONDS
 from ...front import CheckedStore, store_time
-from ...models import SessionInfo
+from ...models import ANY_LANE, AnyLane, SessionInfo
 from ..common import open_cli_store
 
 if TYPE_CHECKING:
@@ -71,3 +71,18 @@ def is_idle(info: SessionInfo, cutoff: datetime | None) -> bool:
     if cutoff is None:
         return True
     return info.last_event_at is not None and info.last_event_at < cutoff
+
+
+def cursor_lane(args: argparse.Namespace) -> str | AnyLane | None:
+    """``--lane LANE``: that lane; ``--event-cursor``: None; neither: ``ANY_LANE``."""
+    if args.event_cursor:
+        return None
+    lane: str | None = args.lane
+    return ANY_LANE if lane is None else lane
+
+
+def cursor_words(lane: str | AnyLane | None) -> str:
+    """How a message names the cursor ``cursor_lane`` picked (nothing for ``ANY_LANE``)."""
+    if isinstance(lane, AnyLane):
+        return ""
+    return " on its event cursor" if lane is None else f" on lane '{lane}'"

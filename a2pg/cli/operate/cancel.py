@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ...models import ANY_LANE, AnyLane, BackfillProgress, CancelAction, CancelResult
+from ...models import AnyLane, BackfillProgress, CancelAction, CancelResult
 from .. import output as out
 from ..common import (
     EXIT_NOT_FOUND,
@@ -23,7 +23,7 @@ from ..common import (
 )
 from ..options import positive_int
 from . import audit
-from .base import opened
+from .base import cursor_lane, cursor_words, opened
 
 if TYPE_CHECKING:
     from ...store import Store
@@ -72,13 +72,6 @@ def add_parsers(command: AddCommand) -> None:
     )
 
 
-def _lane(args: argparse.Namespace) -> str | AnyLane | None:
-    if args.event_cursor:
-        return None
-    lane: str | None = args.lane
-    return ANY_LANE if lane is None else lane
-
-
 async def _record_cancel(
     store: Store,
     args: argparse.Namespace,
@@ -102,18 +95,14 @@ async def _record_cancel(
 
 async def cmd_cancel(args: argparse.Namespace, stdout: TextIO) -> int:
     action: CancelAction = "skip" if args.skip else "dead_letter"
-    lane = _lane(args)
+    lane = cursor_lane(args)
     async with opened(args) as store:
         await require_session(store, args.session)
         result = await store.cancel_head(
             args.session, consumer=args.consumer, index=args.index, action=action, lane=lane
         )
         await _record_cancel(store, args, action, lane, result)
-    where = (
-        ""
-        if isinstance(lane, AnyLane)
-        else (" on its event cursor" if lane is None else f" on lane '{lane}'")
-    )
+    where = cursor_words(lane)
     if not result.cancelled:
         fail(
             EXIT_NOT_FOUND,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ...models import ANY_LANE, AnyLane, DeadLetterKey, DeadLetterQuery, Head, RedriveAction
+from ...models import AnyLane, DeadLetterKey, DeadLetterQuery, Head, RedriveAction
 from .. import output as out
 from ..common import (
     EXIT_NOT_FOUND,
@@ -23,7 +23,7 @@ from ..common import (
 )
 from ..options import positive_int
 from . import audit
-from .base import opened
+from .base import cursor_lane, cursor_words, opened
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -139,14 +139,6 @@ async def cmd_redrive(args: argparse.Namespace, stdout: TextIO) -> int:
 # -- one head ---------------------------------------------------------------------------
 
 
-def _redrive_lane(args: argparse.Namespace) -> str | AnyLane | None:
-    """``--lane LANE``: that lane; ``--event-cursor``: None; neither: ``ANY_LANE``."""
-    if args.event_cursor:
-        return None
-    lane: str | None = args.lane
-    return ANY_LANE if lane is None else lane
-
-
 async def _record_one(
     store: Store,
     args: argparse.Namespace,
@@ -167,15 +159,9 @@ async def _record_one(
     )
 
 
-def _cursor_words(lane: str | AnyLane | None) -> str:
-    if isinstance(lane, AnyLane):
-        return ""
-    return " on its event cursor" if lane is None else f" on lane '{lane}'"
-
-
 async def _redrive_one(args: argparse.Namespace, stdout: TextIO) -> int:
     action: RedriveAction = "retry" if args.retry else "skip"
-    lane = _redrive_lane(args)
+    lane = cursor_lane(args)
     async with opened(args) as store:
         await require_session(store, args.session)
         result = await store.redrive(
@@ -186,7 +172,7 @@ async def _redrive_one(args: argparse.Namespace, stdout: TextIO) -> int:
         fail(
             EXIT_NOT_FOUND,
             f"no dead-lettered head of consumer '{args.consumer}' at index {args.index}"
-            f"{_cursor_words(lane)} in session '{args.session}'",
+            f"{cursor_words(lane)} in session '{args.session}'",
         )
     if args.json:
         data: dict[str, Any] = {
@@ -204,7 +190,7 @@ async def _redrive_one(args: argparse.Namespace, stdout: TextIO) -> int:
         pending = "yes" if result.has_pending else "no"
         stdout.write(
             f"redriven ({action}): {args.session} {args.consumer}@{args.index}"
-            f"{_cursor_words(lane)}; pending work: {pending}\n"
+            f"{cursor_words(lane)}; pending work: {pending}\n"
         )
     return EXIT_OK
 
