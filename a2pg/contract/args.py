@@ -651,8 +651,12 @@ MAX_BUCKET = 86_400.0
 
 @dataclass(frozen=True, slots=True)
 class ActivityArgs:
+    """``bucket_us`` is the bucket in whole microseconds: every backend floors event
+    times on integers, so a bucket like 3600.0000000000005 puts an attempt in the same
+    bucket everywhere."""
+
     since: datetime
-    bucket: float
+    bucket_us: int
 
 
 def check_activity(*, since: object, bucket: object) -> ActivityArgs:
@@ -662,7 +666,7 @@ def check_activity(*, since: object, bucket: object) -> ActivityArgs:
         raise invalid(f"bucket must be a number of seconds, not {type_name(bucket)}")
     if not MIN_BUCKET <= bucket <= MAX_BUCKET:  # false for NaN
         raise invalid(f"bucket must be from 1 to 86400 seconds, got {show(bucket)}")
-    return ActivityArgs(checked, float(bucket))
+    return ActivityArgs(checked, round(bucket * 1_000_000))
 
 
 MAX_PRUNE = 100_000

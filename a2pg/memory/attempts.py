@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from ..contract.args import ActivityArgs, AttemptsArgs, PruneAttemptsArgs
 from ..models import ActivityPoint, AnyLane, AttemptOutcome, AttemptRecord
 from .state import CursorState, Sessions, SessionState
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
 
 
 def record(
@@ -77,8 +80,8 @@ def activity(sessions: Sessions, args: ActivityArgs) -> list[ActivityPoint]:
     for session in sessions.by_id.values():
         for entry in session.attempts.values():
             if entry.ended_at >= args.since:
-                seconds = entry.ended_at.timestamp()
-                start = datetime.fromtimestamp(seconds - seconds % args.bucket, UTC)
+                micros = (entry.ended_at - EPOCH) // MICROSECOND
+                start = EPOCH + (micros - micros % args.bucket_us) * MICROSECOND
                 buckets.setdefault((entry.consumer, start), []).append(entry)
     points = []
     for (consumer, start), entries in sorted(buckets.items()):

@@ -47,7 +47,7 @@ async def prune(db: Database, args: PruneAttemptsArgs) -> int:
 
 
 async def activity(db: Database, args: ActivityArgs) -> list[ActivityPoint]:
-    params = {"since": args.since, "bucket": args.bucket}
+    params = {"since": args.since, "bucket_us": args.bucket_us}
     return [
         ActivityPoint(
             row["consumer"],

@@ -68,8 +68,7 @@ def prune(tx: Tx, args: PruneAttemptsArgs) -> int:
 
 
 def activity(conn: sqlite3.Connection, args: ActivityArgs) -> list[ActivityPoint]:
-    bucket_us = max(1, round(args.bucket * 1_000_000))
-    params = {"since": codec.micros(args.since), "bucket_us": bucket_us}
+    params = {"since": codec.micros(args.since), "bucket_us": args.bucket_us}
     return [
         ActivityPoint(
             row["consumer"],

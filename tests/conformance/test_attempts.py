@@ -187,6 +187,17 @@ async def test_activity_counts_attempts_per_consumer_and_bucket(
     assert await store.activity(since=clock() + timedelta(seconds=1)) == []
 
 
+async def test_activity_buckets_are_whole_microseconds(store: Store, clock: FakeClock) -> None:
+    """A bucket a hair over an hour still starts its buckets on the hour, on every backend
+    (a float floor put the attempt in the previous hour on one and this hour on another)."""
+    await append(store, "s", ev(to=["c"]))
+    clock.advance(3600 - clock().timestamp() % 3600)
+    on_the_hour = clock()
+    await completed(store, await claim_one(store, "s"))
+    points = await store.activity(since=on_the_hour, bucket=3600.0000000000005)
+    assert [(p.at, p.completed) for p in points] == [(on_the_hour, 1)]
+
+
 @pytest.mark.parametrize(
     ("call", "fragments"),
     [

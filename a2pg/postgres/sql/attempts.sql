@@ -51,13 +51,15 @@ delete from {schema}.a2_attempts a
 returning 1;
 
 -- name: activity
--- Finished attempts per consumer and time bucket (`bucket` seconds, aligned on the epoch)
--- since `since`, by outcome, with their mean and longest duration: a range scan of the
--- ended_at index, what the dashboard's charts draw.
+-- Finished attempts per consumer and time bucket (`bucket_us` microseconds, aligned on the
+-- epoch, floored on exact integers as every backend does) since `since`, by outcome, with
+-- their mean and longest duration: a range scan of the ended_at index, what the
+-- dashboard's charts draw.
 select a.consumer,
-       pg_catalog.to_timestamp(
-         pg_catalog.floor(extract(epoch from a.ended_at) / %(bucket)s::float8)
-         * %(bucket)s::float8) as at,
+       timestamptz 'epoch'
+         + (pg_catalog.floor((extract(epoch from a.ended_at) * 1000000)
+                             / %(bucket_us)s::int8) * %(bucket_us)s::int8)::int8
+           * interval '1 microsecond' as at,
        pg_catalog.count(*) filter (where a.outcome = 'completed') as completed,
        pg_catalog.count(*) filter (where a.outcome = 'failed') as failed,
        pg_catalog.count(*) filter (where a.outcome = 'dead_lettered') as dead_lettered,
