@@ -45,7 +45,10 @@ from .models import (
     DeadLetterQuery,
     Dispatch,
     FailResult,
+    FoundHead,
     Head,
+    HeadKey,
+    HeadQuery,
     LogSpec,
     NewEvent,
     PresenceRow,
@@ -63,6 +66,7 @@ from .models import (
     WakeLogResult,
     WorkerBeat,
     WorkerInfo,
+    WorkState,
 )
 from .store import Presence, Store
 
@@ -106,7 +110,10 @@ __all__ = [
     "DeadLetterQuery",
     "Dispatch",
     "FailResult",
+    "FoundHead",
     "Head",
+    "HeadKey",
+    "HeadQuery",
     "IdempotencyConflict",
     "InvalidArgument",
     "Limits",
@@ -135,6 +142,7 @@ __all__ = [
     "SupersededAttempt",
     "Target",
     "WakeLogResult",
+    "WorkState",
     "Worker",
     "WorkerBeat",
     "WorkerInfo",

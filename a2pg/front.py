@@ -374,8 +374,12 @@ class CheckedStore(ABC):
     ) -> CompleteResult:
         """Completes a live attempt: moves its cursor past the head and appends the
         handler's ``events`` in the same commit. A superseded attempt writes nothing; a
-        repeat of a completion already made answers as it did."""
-        completion = Completion(session_id, consumer, lane, index, attempt, events, consumers)
+        repeat of a completion already made answers as it did. The events store the current
+        span's trace context, as an append's do (``Completion.trace_parent``)."""
+        trace_parent = propagation.current() if events else None
+        completion = Completion(
+            session_id, consumer, lane, index, attempt, events, consumers, trace_parent
+        )
         return (await self.complete_attempts([completion]))[0]
 
     async def complete_attempts(self, completions: Sequence[Completion]) -> list[CompleteResult]:

@@ -145,6 +145,9 @@ class Dispatch:
     attempt_count: int = 0
     first_claimed_at: datetime | None = None
     last_claimed_at: datetime | None = None
+    last_ready_at: datetime | None = None
+    """When the head became claimable for its latest attempt (appended, due, backed off,
+    released or its lease lapsed): that attempt's wait is ``last_claimed_at`` minus it."""
     claim_holder: str | None = None
     claim_expires_at: datetime | None = None
     failure_count: int = 0
@@ -315,6 +318,9 @@ class Completion:
     attempt: int
     events: Sequence[NewEvent] = ()
     consumers: Sequence[Consumer] | None = None
+    trace_parent: str | None = None
+    """The W3C trace context stored with the returned events (as an append's): the
+    worker gives its attempt span's, so the next consumer's trace follows from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,6 +493,8 @@ class AttemptRecord:
     ended_at: datetime
     outcome: AttemptOutcome
     error: str | None = None
+    ready_at: datetime | None = None
+    """When the head became claimable for this attempt (``Dispatch.last_ready_at``)."""
 
     @property
     def duration(self) -> float | None:
@@ -494,6 +502,13 @@ class AttemptRecord:
         if self.started_at is None:
             return None
         return (self.ended_at - self.started_at).total_seconds()
+
+    @property
+    def wait(self) -> float | None:
+        """Seconds it waited to be claimed, from when its head became claimable."""
+        if self.started_at is None or self.ready_at is None:
+            return None
+        return max(0.0, (self.started_at - self.ready_at).total_seconds())
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,6 +623,11 @@ class ActivityPoint:
     mean_duration: float | None
     """Mean seconds from claim to end, of the attempts with a claim time."""
     max_duration: float | None
+    mean_wait: float | None
+    """Mean seconds these attempts waited to be claimed once claimable
+    (``AttemptRecord.wait``): the consumer's latency."""
+    max_wait: float | None
+    """The longest of those waits: how far behind the consumer ran (its lag in time)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -428,6 +428,7 @@ def check_complete_attempts(
             attempt,
             tuple(item.event for item in events),
             None if served is None else tuple(served),
+            check_trace_parent(completion.trace_parent),
         )
         checked.append(CompletionArgs(normalised, events))
     return checked
@@ -465,7 +466,11 @@ def _plain_completion(
     Its events are checked as the long way checks them (``check_events``, against the same
     ``budget``); none returned, the common case, costs no check at all: the long way
     spends nothing on an empty tuple or list either."""
-    if type(completion) is not Completion or completion.consumers is not None:
+    if (
+        type(completion) is not Completion
+        or completion.consumers is not None
+        or completion.trace_parent is not None
+    ):
         return None
     session_id, consumer, lane = completion.session_id, completion.consumer, completion.lane
     index, attempt = completion.index, completion.attempt

@@ -38,6 +38,7 @@ def record(
         now,
         outcome,
         error,
+        dispatch.last_ready_at,
     )
 
 
@@ -86,6 +87,7 @@ def activity(sessions: Sessions, args: ActivityArgs) -> list[ActivityPoint]:
     points = []
     for (consumer, start), entries in sorted(buckets.items()):
         durations = [e.duration for e in entries if e.duration is not None]
+        waits = [e.wait for e in entries if e.wait is not None]
         count = Counter(e.outcome for e in entries)
         points.append(
             ActivityPoint(
@@ -97,6 +99,8 @@ def activity(sessions: Sessions, args: ActivityArgs) -> list[ActivityPoint]:
                 len(entries) - count["completed"] - count["failed"] - count["dead_lettered"],
                 sum(durations) / len(durations) if durations else None,
                 max(durations, default=None),
+                sum(waits) / len(waits) if waits else None,
+                max(waits, default=None),
             )
         )
     return points

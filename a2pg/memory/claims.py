@@ -142,6 +142,7 @@ def claim_head(
         attempt_count=dispatch.attempt_count + 1,
         first_claimed_at=dispatch.first_claimed_at or now,
         last_claimed_at=now,
+        last_ready_at=cursor.ready_at,
         claim_holder=holder,
         claim_expires_at=expires_at,
     )

@@ -106,7 +106,15 @@ def _complete(
         refuse_taken_ids(any(session.owner_of(event_id) is not None for event_id in args.ids))
         refuse_targeted_lanes(session, [checked.event.type for checked in args.events], wake)
         refresh_types(session, wake)
-        rows = insert(session, args.events, now=now, new_id=new_id, wake=wake, cause=cause)
+        rows = insert(
+            session,
+            args.events,
+            now=now,
+            new_id=new_id,
+            wake=wake,
+            cause=cause,
+            trace_parent=args.completion.trace_parent,
+        )
         history.record(session, cursor, "completed", now)
         advance(session, cursor, CompletedAttempt(cause.attempt, tuple(args.ids)), now)
         return Completed([row.stored() for row in rows])

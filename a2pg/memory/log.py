@@ -129,9 +129,12 @@ def insert(
     new_id: Callable[[], str],
     wake: Sequence[Consumer],
     cause: Cause | None = None,
+    trace_parent: str | None = None,
 ) -> list[Row]:
     """Plans and writes a batch in a kept session."""
-    rows = plan_rows(session, events, now=now, new_id=new_id, cause=cause)
+    rows = plan_rows(
+        session, events, now=now, new_id=new_id, cause=cause, trace_parent=trace_parent
+    )
     add_rows(session, rows, events, wake=wake, now=now)
     return rows
 

@@ -131,22 +131,16 @@ def duration_outcome(attempt: Attempt) -> str:
 
 
 def wait_seconds(attempt: Attempt, now: float) -> float | None:
-    """Seconds the attempt's event waited for this handler to start, at loop time ``now``;
-    None unless it is the head's first attempt (a retry's, a release's or a lapse's ready
-    time is not on the head).
-
-    The event's append to the claim by the store's clock (``created_at`` to the claim's
-    ``last_claimed_at``), plus the claim's answer to the handler's start by the worker's
-    (``claimed_at`` to ``now``): no two clocks are compared. A delayed target's delay, a
-    lane event's time behind the lane, a log backfill's age are in it: the head does not
-    say when it became claimable.
-    """
-    head = attempt.head
-    dispatch = head.dispatch
-    claimed = dispatch.last_claimed_at
-    if dispatch.attempt_count != 1 or claimed is None:
+    """Seconds the attempt waited for this handler to start, at loop time ``now``: from
+    when its head became claimable to the claim by the store's clock (``last_ready_at`` to
+    ``last_claimed_at``: an append, a delay's or a backoff's end, a release, a lapsed
+    lease), plus the claim's answer to the handler's start by the worker's (``claimed_at``
+    to ``now``): no two clocks are compared. None when the store gave no ready time."""
+    dispatch = attempt.head.dispatch
+    claimed, ready = dispatch.last_claimed_at, dispatch.last_ready_at
+    if claimed is None or ready is None:
         return None
-    queued = (claimed - head.event.created_at).total_seconds()
+    queued = (claimed - ready).total_seconds()
     return max(0.0, queued) + max(0.0, now - attempt.claimed_at)
 
 
@@ -336,8 +330,8 @@ class WorkerMetrics(WorkerHooks):
         )
         self.wait = Histogram(
             "a2pg_attempt_wait_seconds",
-            "Seconds from an event's append to its handler's first start (first attempts; "
-            "a delayed target's delay and a lane's queue included)",
+            "Seconds from when a head became claimable (appended, due, backed off, released "
+            "or lapsed) to its handler's start, per attempt",
             ["consumer"],
             buckets=WAIT_BUCKETS,
             registry=r,

@@ -26,6 +26,7 @@ def record(row: Any) -> AttemptRecord:
         row["ended_at"],
         cast(AttemptOutcome, row["outcome"]),
         row["error"],
+        row["ready_at"],
     )
 
 
@@ -58,6 +59,8 @@ async def activity(db: Database, args: ActivityArgs) -> list[ActivityPoint]:
             int(row["other"]),
             row["mean_duration"],
             row["max_duration"],
+            row["mean_wait"],
+            row["max_wait"],
         )
         for row in await db.run(db.query("activity"), params)
     ]

@@ -88,6 +88,7 @@ def dispatch(row: Row) -> Dispatch:
         attempt_count=int(row["attempt_count"]),
         first_claimed_at=maybe_utc(row["first_claimed_at"]),
         last_claimed_at=maybe_utc(row["last_claimed_at"]),
+        last_ready_at=maybe_utc(row["last_ready_at"]),
         claim_holder=row["claim_holder"],
         claim_expires_at=maybe_utc(row["claim_expires_at"]),
         failure_count=int(row["failure_count"]),

@@ -258,7 +258,9 @@ class Batch:
         assert row is not None
         self._in_order(item, row)
         self.plan.refresh(c.session_id, item.wake)
-        stored = self.plan.add_batch(c.session_id, item.args.events, wake=item.wake, cause=cause)
+        stored = self.plan.add_batch(
+            c.session_id, item.args.events, wake=item.wake, cause=cause, trace_parent=c.trace_parent
+        )
         for event in stored:
             self.owners[(c.session_id, event.id)] = event
         self.plan.finish(
@@ -552,6 +554,7 @@ async def cancel_head(tx: Tx, args: CancelArgs, wake: Sequence[Consumer]) -> Fin
                 "attempt": row["attempt_count"],
                 "lane": row["lane"],
                 "holder": row["claim_holder"],
+                "ready_at": row["last_ready_at"],
                 "started_at": row["last_claimed_at"],
                 "ended_at": now,
                 "outcome": "cancelled",

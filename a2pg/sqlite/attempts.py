@@ -31,6 +31,7 @@ def record(
             "attempt": cursor["attempt_count"],
             "lane": cursor["lane"],
             "holder": cursor["claim_holder"],
+            "ready_at": cursor["last_ready_at"],
             "started_at": cursor["last_claimed_at"],
             "ended_at": tx.now_us,
             "outcome": outcome,
@@ -58,6 +59,7 @@ def attempts(conn: sqlite3.Connection, args: AttemptsArgs) -> list[AttemptRecord
             codec.time_of(int(row["ended_at"])),
             cast(AttemptOutcome, row["outcome"]),
             row["error"],
+            codec.maybe_time(row["ready_at"]),
         )
         for row in rows(conn, "head_attempts", params)
     ]
@@ -79,6 +81,8 @@ def activity(conn: sqlite3.Connection, args: ActivityArgs) -> list[ActivityPoint
             int(row["other"]),
             row["mean_duration"],
             row["max_duration"],
+            row["mean_wait"],
+            row["max_wait"],
         )
         for row in rows(conn, "activity", params)
     ]

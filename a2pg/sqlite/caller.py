@@ -81,10 +81,15 @@ def check_connection(conn: object) -> sqlite3.Connection:
     if not isinstance(conn, sqlite3.Connection):
         raise invalid(f"conn must be a sqlite3.Connection, got {type(conn).__name__}")
     try:
+        # Python 3.13 reads in_transaction from any thread but autocommit only from the
+        # connection's own: both read here, so either refusal is one clear error.
         in_transaction = conn.in_transaction
-    except sqlite3.ProgrammingError:
+        autocommit = not in_transaction and autocommits(conn)
+    except sqlite3.ProgrammingError as exc:
+        if "thread" in str(exc):
+            raise invalid(f"conn cannot be used here: {exc}") from None
         raise invalid("conn is closed") from None
-    if not in_transaction and autocommits(conn):
+    if autocommit:
         raise invalid(
             "conn is in autocommit mode outside a transaction: the events would commit on "
             'their own; begin one first (conn.execute("begin immediate"))'

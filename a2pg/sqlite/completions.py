@@ -93,7 +93,14 @@ def _complete(tx: Tx, item: CompletionItem) -> CompleteResult:
     refresh_types(tx, c.session_id, item.wake)
     if verdict == "fresh" and row is not None:
         refuse_taken_ids(bool(live_owners(tx.conn, session, ids)))
-        stored, session = insert_batch(tx, session, item.args.events, wake=item.wake, cause=cause)
+        stored, session = insert_batch(
+            tx,
+            session,
+            item.args.events,
+            wake=item.wake,
+            cause=cause,
+            trace_parent=item.args.completion.trace_parent,
+        )
         history.record(tx, c.session_id, row, "completed")
         advance(tx, session, row, CompletedAttempt(cause.attempt, tuple(ids)))
         return Completed(stored)

@@ -15,6 +15,7 @@ from types import CoroutineType
 from typing import Any, Literal, TypeAlias
 
 from ..backoff import Backoff
+from ..contract import propagation
 from ..contract.limits import DEFAULT_LIMITS
 from ..contract.values import _slot_setters
 from ..errors import A2Error
@@ -591,11 +592,16 @@ def _make_completion() -> Callable[[AttemptKey, Sequence[NewEvent]], Completion]
     dataclass's ``__init__`` sets each field through ``object.__setattr__``, and setting
     the slots of ``object.__new__(Completion)`` makes the same value in about half the
     time (one per attempt). A ``Completion`` of another shape gets its ``__init__``."""
-    names = ("session_id", "consumer", "lane", "index", "attempt", "events", "consumers")
+    names = (
+        "session_id", "consumer", "lane", "index", "attempt", "events", "consumers", "trace_parent"
+    )  # fmt: skip
     setters = _slot_setters(Completion, names)
     if not setters:
-        return lambda key, events: Completion(*key, events)
-    set_sid, set_consumer, set_lane, set_index, set_attempt, set_events, set_consumers = setters
+        return lambda key, events: Completion(
+            *key, events, trace_parent=propagation.current() if events else None
+        )
+    set_sid, set_consumer, set_lane, set_index, set_attempt, set_events, set_consumers = setters[:7]
+    set_trace = setters[7]
     new = object.__new__
 
     def completion(key: AttemptKey, events: Sequence[NewEvent]) -> Completion:
@@ -608,6 +614,9 @@ def _make_completion() -> Callable[[AttemptKey, Sequence[NewEvent]], Completion]
         set_attempt(made, attempt)
         set_events(made, events)
         set_consumers(made, None)
+        # The attempt span is current here (hooks.attempt wraps the run): the returned
+        # events carry its context, as an append's carry the append span's.
+        set_trace(made, propagation.current() if events else None)
         return made
 
     return completion

@@ -6,8 +6,10 @@ claimed and when it ended, and how (``completed``, ``failed``, ``dead_lettered``
 ``Limits.max_error_length``). It is written in the statement or transaction that ends
 the attempt (a completion, a failure, a release, the claim that finds a lease lapsed, a
 cancel), never by a claim itself: the attempt's start is the cursor's
-``last_claimed_at`` until then. ``a2pg reclaim`` drops a session's rows below its clear
-marker with its events; ``a2pg prune-attempts --older-than`` the rest past retention.
+``last_claimed_at`` until then, and when its head became claimable (its wait began) the
+cursor's new ``last_ready_at``, which the claim copies from ``ready_at``. ``a2pg
+reclaim`` drops a session's rows below its clear marker with its events; ``a2pg
+prune-attempts --older-than`` the rest past retention.
 Keyed by session like the cursors (a distributed table under Citus).
 
 ``a2_audit`` records every operator action (who, from the dashboard's identity or the
@@ -44,13 +46,18 @@ def upgrade() -> None:
             attempt     integer not null,
             lane        text,
             holder      text,
+            ready_at    timestamptz,
             started_at  timestamptz,
             ended_at    timestamptz not null,
             outcome     text not null,
             error       text,
             primary key (session_id, consumer, cursor_key, idx, attempt)
-        );
-        create index a2_attempts_ended on a2_attempts (ended_at);
+        )
+        """
+    )
+    op.execute("create index a2_attempts_ended on a2_attempts (ended_at)")
+    op.execute(
+        """
         create table a2_audit (
             id         text primary key,
             at         timestamptz not null,
@@ -61,20 +68,18 @@ def upgrade() -> None:
             lane       text,
             idx        bigint,
             detail     json not null
-        );
-        create index a2_audit_at on a2_audit (at, id);
-        alter table a2_events add column trace_parent text;
-        update a2_meta set value = '0006' where key = 'revision';
+        )
         """
     )
+    op.execute("create index a2_audit_at on a2_audit (at, id)")
+    op.execute("alter table a2_events add column trace_parent text")
+    op.execute("alter table a2_cursors add column last_ready_at timestamptz")
+    op.execute("update a2_meta set value = '0006' where key = 'revision'")
 
 
 def downgrade() -> None:
-    op.execute(
-        """
-        alter table a2_events drop column if exists trace_parent;
-        drop table if exists a2_audit;
-        drop table if exists a2_attempts;
-        update a2_meta set value = '0005' where key = 'revision';
-        """
-    )
+    op.execute("alter table a2_events drop column if exists trace_parent")
+    op.execute("alter table a2_cursors drop column if exists last_ready_at")
+    op.execute("drop table if exists a2_audit")
+    op.execute("drop table if exists a2_attempts")
+    op.execute("update a2_meta set value = '0005' where key = 'revision'")

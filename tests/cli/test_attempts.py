@@ -41,6 +41,7 @@ def test_attempts_lists_each_attempt_and_its_error(cli: Cli, dsn: str) -> None:
     assert result.code == 0, result
     lines = result.out.splitlines()
     assert lines[0].startswith("attempt 1: failed after ") and lines[0].endswith(" by w1")
+    assert "s (waited " in lines[0]
     assert lines[1] == "    ValueError: bad"
     assert lines[2].startswith("attempt 2: completed after ") and lines[2].endswith(" by w2")
     whole = cli("attempts", "s", "c", "1", "--traceback", "--dsn", dsn)
@@ -54,7 +55,7 @@ def test_attempts_json_and_an_unknown_session(cli: Cli, dsn: str) -> None:
         (1, "failed", "w1"),
         (2, "completed", "w2"),
     ]
-    assert all(r["duration"] >= 0 for r in rows)
+    assert all(r["duration"] >= 0 and r["wait"] >= 0 and r["ready_at"] for r in rows)
     assert cli("attempts", "nowhere", "c", "1", "--dsn", dsn).code == 5
 
 

@@ -48,6 +48,42 @@ async def test_a_failure_then_a_completion_are_both_recorded(
     assert history[0].lane is None and history[0].index == 1
 
 
+async def test_each_attempt_records_when_its_head_became_claimable(
+    store: Store, clock: FakeClock
+) -> None:
+    """An attempt's wait runs from its head's ready time: the append, a backoff's end, a
+    lapsed lease's end, a release; the completion path of claim_any records it too."""
+    appended = clock()
+    await append(store, "s", ev(to=["c"]), ev(to=["d"]))
+    clock.advance(5)
+    first = await claim_one(store, "s", through=1)
+    assert first.dispatch.last_ready_at == appended
+    clock.advance(2)
+    await fail(store, first, retry_after=10)
+    backoff_end = clock() + timedelta(seconds=10)
+    clock.advance(12)
+    second = await claim_one(store, "s", through=1, ttl=5)
+    assert second.dispatch.last_ready_at == backoff_end
+    clock.advance(6)
+    third = await claim_one(store, "s", through=1, holder=OTHER_HOLDER)
+    assert third.dispatch.last_ready_at == at(second.dispatch.last_claimed_at or clock(), 5)
+    await completed(store, third)
+    history = await store.attempts("s", consumer="c", index=1)
+    assert [(r.outcome, r.wait) for r in history] == [
+        ("failed", 5.0),
+        ("lapsed", 2.0),
+        ("completed", 1.0),
+    ]
+    clock.advance(1)
+    [d_head] = await store.claim_any(holder=HOLDER, ttl=TTL, limit=5)
+    await completed(store, d_head)
+    [d_attempt] = await store.attempts("s", consumer="d", index=2)
+    assert d_attempt.ready_at == appended and d_attempt.wait == 26.0
+    points = {p.consumer: p for p in await store.activity(since=appended, bucket=86_400)}
+    assert points["c"].mean_wait == pytest.approx(8 / 3) and points["c"].max_wait == 5.0
+    assert (points["d"].mean_wait, points["d"].max_wait) == (26.0, 26.0)
+
+
 async def test_lapsed_released_and_dead_lettered_attempts(store: Store, clock: FakeClock) -> None:
     await append(store, "s", ev("a", to=[Target("c", "l")]))
     first = await claim_one(store, "s", ttl=5)
@@ -90,9 +126,9 @@ async def test_claim_any_and_complete_and_claim_record_too(store: Store, clock: 
         (1, "lapsed", HOLDER),
         (2, "completed", OTHER_HOLDER),
     ]
-    assert outcomes(await store.attempts("s", consumer="c", index=2)) == [
-        (1, "completed", OTHER_HOLDER)
-    ]
+    [second] = await store.attempts("s", consumer="c", index=2)
+    assert outcomes([second]) == [(1, "completed", OTHER_HOLDER)]
+    assert second.wait == 6.0  # appended, then claimed 6 s later
 
 
 async def test_a_cancelled_running_attempt_is_recorded(store: Store) -> None:

@@ -34,6 +34,8 @@ async def test_session_without_cursor_work_is_settled(store: Store) -> None:
 
 async def test_claim_records_the_attempt(store: Store, clock: FakeClock) -> None:
     [stored] = await append(store, "s", ev("job", {"n": 1}, to=["c"]))
+    appended = clock()
+    clock.advance(3)
     now = clock()
     result = await claim_result(store, "s")
     assert isinstance(result, Claimed)
@@ -45,6 +47,7 @@ async def test_claim_records_the_attempt(store: Store, clock: FakeClock) -> None
         attempt_count=1,
         first_claimed_at=now,
         last_claimed_at=now,
+        last_ready_at=appended,
         claim_holder=HOLDER,
         claim_expires_at=at(now, TTL),
     )

@@ -31,6 +31,7 @@ async def test_a_failure_is_recorded_and_releases_the_claim(store: Store, clock:
         attempt_count=1,
         first_claimed_at=head.dispatch.first_claimed_at,
         last_claimed_at=head.dispatch.last_claimed_at,
+        last_ready_at=head.dispatch.last_ready_at,
         failure_count=1,
         last_failed_at=clock(),
         last_failed_attempt=1,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from a2pg import A2Error, InvalidArgument, NewEvent, Target
+from a2pg import A2Error, Completed, Completion, InvalidArgument, NewEvent, Target
 from a2pg.contract.propagation import carry, check_trace_parent, join, split
 from a2pg.store import Store
 
@@ -85,11 +85,42 @@ async def test_without_a_context_events_store_none(store: Store) -> None:
     events = await append(store, "s", ev("a", to=["w"]))
     assert [e.trace_parent for e in events] == [None]
     assert [e.trace_parent for e in await store.read("s")] == [None]
-    # a completion's events have none either (it is not an append: no context is taken)
-    with carry(TRACEPARENT):
-        head = await claim_one(store, "s")
-        await complete(store, head, ev("done", id="d1"))
+    await complete(store, await claim_one(store, "s"), ev("done", id="d1"))
     assert [e.trace_parent for e in await store.read("s")] == [None, None]
+
+
+async def test_a_completions_events_store_the_current_context(store: Store) -> None:
+    """complete_attempt takes the current context as append does (the worker's attempt
+    span, so the next consumer's trace follows from the attempt that caused it)."""
+    await append(store, "s", ev("job", to=["w"]), ev("job", to=["w"]))
+    first, second = await store.claim_any(holder="h", ttl=30, limit=2)
+    with carry(TRACEPARENT):
+        await complete(store, first, ev("done", id="d1", to=["next"]))
+    given = f"{TRACEPARENT} {TRACESTATE}"
+    [result] = await store.complete_attempts(
+        [
+            Completion(
+                "s", "w", None, second.index, second.attempt, (ev("done", id="d2"),),
+                trace_parent=given,
+            )
+        ]
+    )  # fmt: skip
+    assert isinstance(result, Completed) and result.events[0].trace_parent == given
+    assert [e.trace_parent for e in await store.read("s")] == [None, None, TRACEPARENT, given]
+    follow = await claim_one(store, "s")
+    assert (follow.consumer, follow.event.trace_parent) == ("next", TRACEPARENT)
+
+
+async def test_a_completion_with_a_malformed_context_writes_nothing(store: Store) -> None:
+    await append(store, "s", ev("job", to=["w"]))
+    head = await claim_one(store, "s")
+    before = await fingerprint(store, "s")
+    events = (ev("x", id="x1"),)
+    bad = Completion("s", "w", None, head.index, head.attempt, events, trace_parent="00-x")
+    with pytest.raises(InvalidArgument) as error:
+        await store.complete_attempts([bad])
+    assert_code(error, "INVALID_ARGUMENT", "trace_parent")
+    assert await fingerprint(store, "s") == before
 
 
 async def test_a_replay_returns_the_first_appends_context(store: Store) -> None:

@@ -14,8 +14,10 @@ from a2pg.store import Store
 
 
 async def run_attempts(store: Store, clock: FakeClock) -> None:
-    """billing: one failure then a completion (3 s); mailer: one completion."""
+    """billing: one failure then a completion (3 s); mailer: one completion, claimed 2 s
+    after the append."""
     await store.append("s", [NewEvent("x", targets=[Target("billing"), Target("mailer")])])
+    clock.advance(2)
     heads = await store.claim_any(holder="w", ttl=30, limit=5)
     billing = next(h for h in heads if h.consumer == "billing")
     mailer = next(h for h in heads if h.consumer == "mailer")
@@ -40,6 +42,8 @@ async def test_the_page_charts_each_consumer_from_the_history(
     billing = page.text.split('data-consumer="billing"')[1].split("</section>")[0]
     assert "completed 1" in billing and "failed 1" in billing and "dead-lettered 0" in billing
     assert 'data-series="duration"' in billing
+    mailer = page.text.split('data-consumer="mailer"')[1].split("</section>")[0]
+    assert "longest wait 2s max" in mailer and 'data-series="mean wait"' in mailer
     lines = re.findall(r'data-series="completed" points="([^"]*)"', billing)
     assert len(lines) == 1 and len(lines[0].split()) == 61  # a point per minute of the hour
     day = await client.get("/activity", params={"window": "24h"})
@@ -56,11 +60,14 @@ def test_charts_put_each_point_in_its_bucket() -> None:
     since = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     until = since + timedelta(minutes=4)
     points = [
-        ActivityPoint("c", since + timedelta(minutes=1), 4, 0, 0, 0, 1.0, 2.0),
-        ActivityPoint("c", since + timedelta(minutes=3), 2, 1, 1, 0, 0.5, 0.5),
+        ActivityPoint("c", since + timedelta(minutes=1), 4, 0, 0, 0, 1.0, 2.0, 0.25, 3.0),
+        ActivityPoint("c", since + timedelta(minutes=3), 2, 1, 1, 0, 0.5, 0.5, None, None),
     ]
     [charts] = charts_of(points, since=since, until=until, bucket=60)
-    attempts, durations = charts.charts
+    attempts, durations, waits = charts.charts
+    assert [s.summary for s in waits.series] == ["mean wait 0.25s max", "longest wait 3s max"]
+    assert waits.top == 3.0
+    assert waits.series[1].points == polyline([0, 3, 0, 0, 0], 3)
     assert attempts.top == 4
     done = attempts.series[0]
     assert done.total == 6

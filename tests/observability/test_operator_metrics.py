@@ -63,9 +63,9 @@ async def test_the_wait_counts_from_the_append_by_the_stores_clock(
     assert value(r, "a2pg_attempt_wait_seconds_sum", consumer="w") >= 3 * 7.5
 
 
-async def test_only_first_attempts_are_waited_for(store: Store, clock: FakeClock) -> None:
-    """A retry's ready time is not on its head: it is not observed (its failure and backoff
-    would read as a wait)."""
+async def test_a_retry_waits_from_its_backoffs_end(store: Store, clock: FakeClock) -> None:
+    """A retry's wait starts when its backoff (0.5 to 1 s: the default) ended, not at the
+    append: run 600 s after the failure, it waited 599 s and some, never 600."""
     attempts: list[int] = []
 
     async def flaky(head: Head) -> None:
@@ -83,8 +83,9 @@ async def test_only_first_attempts_are_waited_for(store: Store, clock: FakeClock
     r = metrics.registry
     assert attempts == [1, 2]
     assert value(r, "a2pg_attempts_started_total", consumer="w") == 2
-    assert value(r, "a2pg_attempt_wait_seconds_count", consumer="w") == 1
+    assert value(r, "a2pg_attempt_wait_seconds_count", consumer="w") == 2
     assert value(r, "a2pg_attempt_wait_seconds_bucket", consumer="w", le="1.0") == 1
+    assert 599 <= value(r, "a2pg_attempt_wait_seconds_sum", consumer="w") < 600
 
 
 # ----------------------------------------------------------- duration by outcome

@@ -121,6 +121,36 @@ async def test_the_attempt_is_a_child_of_the_append_in_the_requests_trace(
     )
 
 
+async def test_an_attempts_returned_events_carry_it_to_the_next_attempt(
+    store: Store, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """A handler's returned event stores its attempt span's context: the next consumer's
+    attempt is that attempt's child, in the request's trace."""
+    app = App()
+
+    @app.consumer("first")
+    async def first(head: Head) -> NewEvent:
+        return NewEvent("next", targets=(Target("second"),))
+
+    @app.consumer("second")
+    async def second(head: Head) -> None:
+        return None
+
+    with provider.get_tracer("the-app").start_as_current_span("request") as request:
+        await store.append("s", [work(1, to="first")])
+    await bounded(Worker(store, app, hooks=WorkerTracing(provider)).run_until_idle())
+
+    attempts = {
+        (span.attributes or {})["a2pg.consumer"]: span
+        for span in named(exporter.get_finished_spans(), "a2pg.attempt")
+    }
+    caused, follow = attempts["first"], attempts["second"]
+    assert follow.parent is not None and follow.parent.span_id == context_of(caused).span_id
+    assert context_of(follow).trace_id == request.get_span_context().trace_id
+    returned = (await store.read("s"))[1]
+    assert returned.trace_parent == traceparent(context_of(caused))
+
+
 async def test_follow_link_makes_the_attempt_a_root_linked_to_the_append(
     store: Store,
     provider: TracerProvider,

@@ -64,9 +64,11 @@ def _row(record: AttemptRecord) -> dict[str, Any]:
         "attempt": record.attempt,
         "lane": record.lane,
         "holder": record.holder,
+        "ready_at": None if record.ready_at is None else record.ready_at.isoformat(),
         "started_at": None if record.started_at is None else record.started_at.isoformat(),
         "ended_at": record.ended_at.isoformat(),
         "duration": record.duration,
+        "wait": record.wait,
         "outcome": record.outcome,
         "error": record.error,
     }
@@ -89,9 +91,10 @@ async def cmd_attempts(args: argparse.Namespace, stdout: TextIO) -> int:
         return EXIT_OK
     for record in records:
         lasted = "" if record.duration is None else f" after {record.duration:.3f}s"
+        waited = "" if record.wait is None else f" (waited {record.wait:.3f}s)"
         lane = "" if record.lane is None else f" lane {record.lane}"
         stdout.write(
-            f"attempt {record.attempt}{lane}: {record.outcome}{lasted} at "
+            f"attempt {record.attempt}{lane}: {record.outcome}{lasted}{waited} at "
             f"{record.ended_at.isoformat()} by {record.holder or '-'}\n"
         )
         if record.error:

@@ -1,4 +1,5 @@
-"""Charts with history: each consumer's finished attempts per minute, from the database.
+"""Charts with history: each consumer's finished attempts, their durations and how long
+they waited to be claimed (its lag), per bucket, from the database.
 
 The points come from the attempt history (``Store.activity``), which the statements that
 end attempts write, so a restarted dashboard shows the past, and every dashboard of a
@@ -32,6 +33,8 @@ class Series:
     points: str
     """The SVG polyline's points."""
     total: float
+    summary: str
+    """What the caption says of it: its sum, or its largest value with the unit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +64,23 @@ def polyline(values: list[float], top: float) -> str:
     )
 
 
+def counted(name: str, css: str, values: list[float], top: float) -> Series:
+    """A series of counts, captioned with its sum."""
+    return Series(name, css, polyline(values, top), sum(values), f"{name} {sum(values):g}")
+
+
+def timed(name: str, css: str, values: list[float], top: float) -> Series:
+    """A series of seconds, captioned with its largest value."""
+    most = max(values, default=0.0)
+    return Series(name, css, polyline(values, top), most, f"{name} {most:.3g}s max")
+
+
 def charts_of(
     points: list[ActivityPoint], *, since: datetime, until: datetime, bucket: float
 ) -> list[ConsumerCharts]:
-    """Per consumer: attempts per bucket (completed; failed and dead-lettered) and the mean
-    duration, each over every bucket of the window (0 where nothing ended)."""
+    """Per consumer: attempts per bucket (completed; failed and dead-lettered), the mean
+    duration, and the wait from ready to claim (the mean, and the longest: how far behind
+    the consumer ran), each over every bucket of the window (0 where nothing ended)."""
     start = since.timestamp() - since.timestamp() % bucket
     count = max(1, int((until.timestamp() - start) // bucket) + 1)
     slots: dict[str, list[ActivityPoint | None]] = {}
@@ -80,8 +95,11 @@ def charts_of(
         failed = [float(p.failed) if p else 0.0 for p in row]
         dead = [float(p.dead_lettered) if p else 0.0 for p in row]
         durations = [p.mean_duration or 0.0 if p else 0.0 for p in row]
+        waits = [p.mean_wait or 0.0 if p else 0.0 for p in row]
+        lags = [p.max_wait or 0.0 if p else 0.0 for p in row]
         top = max([*done, *failed, *dead, 1.0])
         slowest = max([*durations, 0.001])
+        longest = max([*lags, *waits, 0.001])
         found.append(
             ConsumerCharts(
                 consumer,
@@ -91,22 +109,24 @@ def charts_of(
                         "",
                         top,
                         [
-                            Series("completed", "s-done", polyline(done, top), sum(done)),
-                            Series("failed", "s-failed", polyline(failed, top), sum(failed)),
-                            Series("dead-lettered", "s-dead", polyline(dead, top), sum(dead)),
+                            counted("completed", "s-done", done, top),
+                            counted("failed", "s-failed", failed, top),
+                            counted("dead-lettered", "s-dead", dead, top),
                         ],
                     ),
                     Chart(
                         "mean attempt duration",
                         "s",
                         slowest,
+                        [timed("duration", "s-duration", durations, slowest)],
+                    ),
+                    Chart(
+                        "wait from ready to claim",
+                        "s",
+                        longest,
                         [
-                            Series(
-                                "duration",
-                                "s-duration",
-                                polyline(durations, slowest),
-                                max(durations),
-                            )
+                            timed("mean wait", "s-wait", waits, longest),
+                            timed("longest wait", "s-lag", lags, longest),
                         ],
                     ),
                 ],

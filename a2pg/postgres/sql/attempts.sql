@@ -3,13 +3,14 @@
 
 -- fragment: record_attempts
 -- The body of a CTE that records the attempts of the CTE `ended` (its columns session_id,
--- consumer, cursor_key, idx, attempt, lane, holder, started_at, ended_at, outcome, error)
+-- consumer, cursor_key, idx, attempt, lane, holder, ready_at, started_at, ended_at,
+-- outcome, error)
 -- in a2_attempts, in the statement that ends them; one recorded already (a repeated call)
 -- stays as it was.
 insert into {schema}.a2_attempts (session_id, consumer, cursor_key, idx, attempt, lane, holder,
-                                  started_at, ended_at, outcome, error)
-select session_id, consumer, cursor_key, idx, attempt, lane, holder, started_at, ended_at,
-       outcome, error
+                                  ready_at, started_at, ended_at, outcome, error)
+select session_id, consumer, cursor_key, idx, attempt, lane, holder, ready_at, started_at,
+       ended_at, outcome, error
   from ended
 on conflict do nothing
 returning 1
@@ -20,7 +21,7 @@ with ended as (
   select %(session_id)s::text as session_id, %(consumer)s::text as consumer,
          %(cursor_key)s::text as cursor_key, %(idx)s::bigint as idx, %(attempt)s::int as attempt,
          %(lane)s::text as lane, %(holder)s::text as holder,
-         %(started_at)s::timestamptz as started_at, %(ended_at)s::timestamptz as ended_at,
+         %(ready_at)s::timestamptz as ready_at, %(started_at)s::timestamptz as started_at, %(ended_at)s::timestamptz as ended_at,
          %(outcome)s::text as outcome, %(error)s::text as error
 ), recorded as (
   -- include: record_attempts
@@ -53,8 +54,8 @@ returning 1;
 -- name: activity
 -- Finished attempts per consumer and time bucket (`bucket_us` microseconds, aligned on the
 -- epoch, floored on exact integers as every backend does) since `since`, by outcome, with
--- their mean and longest duration: a range scan of the ended_at index, what the
--- dashboard's charts draw.
+-- their mean and longest duration and wait (claim time less ready time, never below 0):
+-- a range scan of the ended_at index, what the dashboard's charts draw.
 select a.consumer,
        timestamptz 'epoch'
          + (pg_catalog.floor((extract(epoch from a.ended_at) * 1000000)
@@ -66,7 +67,12 @@ select a.consumer,
        pg_catalog.count(*) filter (where a.outcome not in ('completed', 'failed', 'dead_lettered'))
          as other,
        pg_catalog.avg(extract(epoch from a.ended_at - a.started_at))::float8 as mean_duration,
-       pg_catalog.max(extract(epoch from a.ended_at - a.started_at))::float8 as max_duration
+       pg_catalog.max(extract(epoch from a.ended_at - a.started_at))::float8 as max_duration,
+       -- greatest() skips nulls: the filter keeps attempts with no ready time out.
+       pg_catalog.avg(greatest(0, extract(epoch from a.started_at - a.ready_at)))
+         filter (where a.started_at - a.ready_at is not null)::float8 as mean_wait,
+       pg_catalog.max(greatest(0, extract(epoch from a.started_at - a.ready_at)))
+         filter (where a.started_at - a.ready_at is not null)::float8 as max_wait
   from {schema}.a2_attempts a
  where a.ended_at >= %(since)s::timestamptz
  group by 1, 2

@@ -40,7 +40,8 @@ e.cause_attempt as e_cause_attempt, e.trace_parent as e_trace_parent
 -- claim time and attempt), each `lapsed`, or `dead_lettered` when the claim
 -- dead-lettered the head (see record_attempts).
 select g.session_id, g.consumer, g.cursor_key, g.head as idx, g.old_attempt as attempt,
-       g.lane, g.old_holder as holder, g.old_started as started_at, t.now as ended_at,
+       g.lane, g.old_holder as holder, g.old_ready as ready_at, g.old_started as started_at,
+       t.now as ended_at,
        case when g.exhausted then 'dead_lettered' else 'lapsed' end as outcome,
        null::text as error
   from taken g cross join t
@@ -61,6 +62,7 @@ with t as (
            and c.failure_count + 1 >= %(max_failures)s::int as exhausted,
          -- The attempt a lapsed lease ends, for the history (below).
          c.claim_holder as old_holder, c.last_claimed_at as old_started,
+         c.last_ready_at as old_ready,
          c.attempt_count as old_attempt, c.lane, c.head
     from {schema}.a2_cursors c
    where c.session_id = %(session_id)s
@@ -88,6 +90,7 @@ with t as (
                                  else coalesce(c.first_claimed_at, t.now) end,
          last_claimed_at = case when g.exhausted then c.last_claimed_at
                                 else t.now end,
+         last_ready_at = case when g.exhausted then c.last_ready_at else c.ready_at end,
          claim_holder = case when g.exhausted then null else %(holder)s end,
          claim_expires_at = case when g.exhausted then null
                                  else t.now + t.ttl end,
@@ -153,6 +156,7 @@ t as (
          c.claim_holder is not null and %(max_failures)s::int is not null
            and c.failure_count + 1 >= %(max_failures)s::int as exhausted,
          c.claim_holder as old_holder, c.last_claimed_at as old_started,
+         c.last_ready_at as old_ready,
          c.attempt_count as old_attempt, c.lane, c.head
     from {schema}.a2_cursors c
    where c.ready_at <= (select now from t)
@@ -175,6 +179,7 @@ t as (
          first_claimed_at = case when g.exhausted then c.first_claimed_at
                                  else coalesce(c.first_claimed_at, t.now) end,
          last_claimed_at = case when g.exhausted then c.last_claimed_at else t.now end,
+         last_ready_at = case when g.exhausted then c.last_ready_at else c.ready_at end,
          claim_holder = case when g.exhausted then null else %(holder)s end,
          claim_expires_at = case when g.exhausted then null
                                  else t.now + t.ttl end,
@@ -236,10 +241,10 @@ with done as (
   -- kept apart by its limit is an index probe per completion, whatever the planner
   -- guesses of the document's size (it would hash-join a scan of every cursor).
   select x.ctid, d.session_id, d.consumer, d.cursor_key, d.head, d.attempt, x.claim_holder,
-         x.last_claimed_at
+         x.last_ready_at, x.last_claimed_at
     from done d
    cross join lateral (
-     select c.ctid, c.claim_holder, c.last_claimed_at
+     select c.ctid, c.claim_holder, c.last_ready_at, c.last_claimed_at
        from {schema}.a2_cursors c
       where c.session_id = d.session_id and c.consumer = d.consumer
         and c.cursor_key = d.cursor_key and c.kind = 'event' and c.head = d.head
@@ -260,7 +265,7 @@ with done as (
 ), completed as (
   -- The history rows of the completions (an event cursor has no lane).
   select h.session_id, h.consumer, h.cursor_key, h.head as idx, h.attempt, null::text as lane,
-         h.claim_holder as holder, h.last_claimed_at as started_at,
+         h.claim_holder as holder, h.last_ready_at as ready_at, h.last_claimed_at as started_at,
          coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as ended_at,
          'completed' as outcome, null::text as error
     from hit h
@@ -269,7 +274,7 @@ with done as (
      and a.cursor_key = h.cursor_key
 ), completions_recorded as (
   insert into {schema}.a2_attempts (session_id, consumer, cursor_key, idx, attempt, lane,
-                                    holder, started_at, ended_at, outcome, error)
+                                    holder, ready_at, started_at, ended_at, outcome, error)
   select * from completed
   on conflict do nothing
 ), refresh as (
@@ -361,12 +366,13 @@ with released as (
      and c.failed_at is null and c.claim_holder = %(holder)s
      and c.head > (select s.clear_index from {schema}.a2_sessions s
                     where s.session_id = %(session_id)s)
-  returning c.consumer, c.cursor_key, c.head, c.lane, c.attempt_count, c.last_claimed_at,
-            c.ready_at
+  returning c.consumer, c.cursor_key, c.head, c.lane, c.attempt_count, c.last_ready_at,
+            c.last_claimed_at, c.ready_at
 ), ended as (
   select %(session_id)s::text as session_id, r.consumer, r.cursor_key, r.head as idx,
          r.attempt_count as attempt, r.lane, %(holder)s::text as holder,
-         r.last_claimed_at as started_at, r.ready_at as ended_at, 'released' as outcome,
+         r.last_ready_at as ready_at, r.last_claimed_at as started_at,
+         r.ready_at as ended_at, 'released' as outcome,
          null::text as error
     from released r
 ), recorded as (

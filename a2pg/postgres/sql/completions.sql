@@ -40,7 +40,7 @@ end as lane_due
 -- The last assignments of an update that gives a cursor a new head (or none): no
 -- attempts, claim or failures carry over to it. The including statement sets
 -- `claim_expires_at` itself: null, or the new head's due time (lane_due).
-attempt_count = 0, first_claimed_at = null, last_claimed_at = null,
+attempt_count = 0, first_claimed_at = null, last_claimed_at = null, last_ready_at = null,
 claim_holder = null, failure_count = 0,
 last_failed_at = null, last_failed_attempt = null, last_error = null,
 failed_at = null
@@ -77,7 +77,7 @@ with k as (
          as u (session_id, consumer, cursor_key, head, record, attempt, returned)
 ), moved as (
   select c.session_id, c.consumer, c.cursor_key, k.record, k.attempt, k.returned,
-         c.head as idx, c.lane, c.claim_holder, c.last_claimed_at,
+         c.head as idx, c.lane, c.claim_holder, c.last_ready_at, c.last_claimed_at,
          -- include: next_head
          ,
          -- include: lane_due
@@ -89,7 +89,7 @@ with k as (
 ), ended as (
   -- The completions among the moves (a skip has no attempt), for the attempt history.
   select m.session_id, m.consumer, m.cursor_key, m.idx, m.attempt, m.lane,
-         m.claim_holder as holder, m.last_claimed_at as started_at,
+         m.claim_holder as holder, m.last_ready_at as ready_at, m.last_claimed_at as started_at,
          %(now)s::timestamptz as ended_at, 'completed' as outcome, null::text as error
     from moved m
    where m.attempt is not null
@@ -128,7 +128,7 @@ with k as (
          as u (session_id, consumer, cursor_key, head, attempt)
 ), moved as (
   select c.session_id, c.consumer, c.cursor_key, c.kind, c.lane, c.head, k.attempt,
-         c.claim_holder, c.last_claimed_at,
+         c.claim_holder, c.last_ready_at, c.last_claimed_at,
          -- include: next_head
          ,
          -- include: lane_due
@@ -161,7 +161,7 @@ with k as (
   returning c.session_id, c.consumer, c.cursor_key
 ), ended as (
   select m.session_id, m.consumer, m.cursor_key, m.head as idx, m.attempt, m.lane,
-         m.claim_holder as holder, m.last_claimed_at as started_at,
+         m.claim_holder as holder, m.last_ready_at as ready_at, m.last_claimed_at as started_at,
          coalesce(%(now)s::timestamptz, pg_catalog.now()) as ended_at,
          'completed' as outcome, null::text as error
     from moved m
@@ -203,10 +203,11 @@ with failed as (
      and o.session_id = c.session_id and o.consumer = c.consumer
      and o.cursor_key = c.cursor_key
   returning c.session_id, c.consumer, c.cursor_key, c.head, c.lane, o.claim_holder,
-            o.last_claimed_at
+            o.last_ready_at, o.last_claimed_at
 ), ended as (
   select f.session_id, f.consumer, f.cursor_key, f.head as idx, %(attempt)s::int as attempt,
-         f.lane, f.claim_holder as holder, f.last_claimed_at as started_at,
+         f.lane, f.claim_holder as holder, f.last_ready_at as ready_at,
+         f.last_claimed_at as started_at,
          %(now)s::timestamptz as ended_at,
          case when %(dead)s::boolean then 'dead_lettered' else 'failed' end as outcome,
          %(error)s::text as error

@@ -8,6 +8,7 @@ create table a2_attempts (
   attempt     integer not null,
   lane        text,
   holder      text,
+  ready_at    integer,
   started_at  integer,
   ended_at    integer not null,
   outcome     text    not null,
@@ -28,3 +29,4 @@ create table a2_audit (
 ) strict;
 create index a2_audit_at on a2_audit (at, id);
 alter table a2_events add column trace_parent text;
+alter table a2_cursors add column last_ready_at integer;

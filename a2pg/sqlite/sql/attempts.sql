@@ -5,9 +5,9 @@
 -- One finished attempt, its holder and claim time as the cursor had them; one recorded
 -- already (a repeated call) stays as it was.
 insert into a2_attempts (session_id, consumer, cursor_key, idx, attempt, lane, holder,
-                         started_at, ended_at, outcome, error)
-values (:session_id, :consumer, :cursor_key, :idx, :attempt, :lane, :holder, :started_at,
-        :ended_at, :outcome, :error)
+                         ready_at, started_at, ended_at, outcome, error)
+values (:session_id, :consumer, :cursor_key, :idx, :attempt, :lane, :holder, :ready_at,
+        :started_at, :ended_at, :outcome, :error)
 on conflict do nothing;
 
 -- name: head_attempts
@@ -29,7 +29,9 @@ delete from a2_attempts
 
 -- name: activity
 -- Finished attempts per consumer and time bucket (:bucket_us microseconds, aligned on the
--- epoch) since :since, by outcome, with their mean and longest duration in seconds.
+-- epoch) since :since, by outcome, with their mean and longest duration and wait (claim
+-- time less ready time, never below 0; the two-argument max() is null on a null) in
+-- seconds.
 select a.consumer,
        (a.ended_at / :bucket_us) * :bucket_us as at,
        sum(a.outcome = 'completed') as completed,
@@ -37,7 +39,9 @@ select a.consumer,
        sum(a.outcome = 'dead_lettered') as dead_lettered,
        sum(a.outcome not in ('completed', 'failed', 'dead_lettered')) as other,
        avg((a.ended_at - a.started_at) / 1e6) as mean_duration,
-       max((a.ended_at - a.started_at) / 1e6) as max_duration
+       max((a.ended_at - a.started_at) / 1e6) as max_duration,
+       avg(max(0, (a.started_at - a.ready_at) / 1e6)) as mean_wait,
+       max(max(0, (a.started_at - a.ready_at) / 1e6)) as max_wait
   from a2_attempts a
  where a.ended_at >= :since
  group by 1, 2

@@ -34,6 +34,7 @@ update a2_cursors
        first_claimed_at = case when x.exhausted then first_claimed_at
                                else coalesce(first_claimed_at, :now) end,
        last_claimed_at = case when x.exhausted then last_claimed_at else :now end,
+       last_ready_at = case when x.exhausted then last_ready_at else ready_at end,
        claim_holder = case when x.exhausted then null else :holder end,
        claim_expires_at = case when x.exhausted then null else :expires_at end,
        failed_at = case when x.exhausted then :now end,

@@ -5,7 +5,7 @@
 -- The last assignments of an update that gives a cursor a new head (or none): no
 -- attempts, claim or failures carry over to it. The including statement sets
 -- `claim_expires_at` itself: null, or a delayed target's due time (rules.due_at).
-attempt_count = 0, first_claimed_at = null, last_claimed_at = null,
+attempt_count = 0, first_claimed_at = null, last_claimed_at = null, last_ready_at = null,
 claim_holder = null, failure_count = 0,
 last_failed_at = null, last_failed_attempt = null, last_error = null,
 failed_at = null
