@@ -33,7 +33,8 @@ class Options:
     ``dsn`` (None: a throwaway embedded server) in ``schema``, with the ``pooler`` and
     ``prepare`` settings given (None: the environment's, else the store's defaults), and
     how long a PostgreSQL migration's DDL waits for a lock (``lock_timeout``, seconds;
-    None: the migration's default)."""
+    None: the migration's default) and, on Citus, how many shards it gives the session
+    tables (``citus_shards``; None: the environment's, else Citus's default)."""
 
     sqlite: bool = False
     path: Path | None = None
@@ -42,6 +43,7 @@ class Options:
     pooler: str | None = None
     prepare: bool | None = None
     lock_timeout: float | None = None
+    citus_shards: int | None = None
 
 
 class Layout(Protocol):

@@ -9,12 +9,13 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from a2pg.errors import A2Error
-from a2pg.postgres import layout, migrate
+from a2pg.postgres import alembic_host, citus, layout, migrate
 
 config = context.config
 x_args = context.get_x_argument(as_dictionary=True)
 
 # Settings, first found wins: programmatic attributes, `-x key=value`, environment, alembic.ini.
+# (The Citus shard count too: `-x citus_shards=N`, A2PG_CITUS_SHARDS, a2pg.citus_shards.)
 dsn: str | None = (
     config.attributes.get("dsn")
     or x_args.get("dsn")
@@ -73,6 +74,11 @@ def run_on(connection: Connection) -> None:
     # The connection is already in a transaction, so Alembic's begin_transaction()
     # would do nothing: the whole run commits (or rolls back) as one.
     context.run_migrations()
+    # On Citus, an upgrade puts right, in the same transaction, a current layout whose
+    # tables are not all of their kind (one made local by hand, or the extension created
+    # after 0007); other commands (downgrade, current, stamp...) leave them as they are.
+    if alembic_host.alembic_command() == "upgrade":
+        migrate.distribute_tables(connection, schema, citus.shard_setting(config))
 
 
 def run_online() -> None:

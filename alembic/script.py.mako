@@ -15,7 +15,10 @@ branch_labels = ${repr(branch_labels)}
 depends_on = ${repr(depends_on)}
 
 # Write plain SQL with unqualified a2_ names: env.py sets the search_path to the target
-# schema. Update a2_meta's revision row, and REVISIONS in a2pg/postgres/migrate.py.
+# schema. One statement per op.execute (Citus refuses several on distributed tables). A
+# new table goes through a2pg.postgres.citus.distribute(op, table, kind) right after its
+# CREATE TABLE, and into citus.KINDS. Update a2_meta's revision row, and REVISIONS in
+# a2pg/postgres/layout.py.
 
 
 def upgrade() -> None:

@@ -27,7 +27,7 @@ from .common import (
     fail,
     site,
 )
-from .options import add_options, from_args, non_negative_float, positive_float
+from .options import add_options, from_args, non_negative_float, positive_float, positive_int
 from .secrets import hider
 
 if TYPE_CHECKING:
@@ -53,6 +53,15 @@ def add_parsers(command: AddCommand) -> None:
         help="how long each DDL statement waits for a table lock (PostgreSQL; default: 5): "
         "past it the migration rolls back, is tried 3 times in all, then exits 1 naming "
         "the sessions that hold the locks; workers stall behind it at most this long",
+    )
+    migrate.add_argument(
+        "--citus-shards",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="on Citus, the shard count of the session tables when the migration "
+        "distributes them (default: $A2PG_CITUS_SHARDS, else Citus's citus.shard_count); "
+        "plain PostgreSQL ignores it",
     )
     command("check", "check the schema layout is current (exit 4 when `a2pg migrate` is needed)")
     worker = command("worker", "run the consumers of MODULE:APP until SIGINT/SIGTERM")

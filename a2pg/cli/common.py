@@ -137,6 +137,7 @@ def options(args: argparse.Namespace) -> backends.Options:
         pooler=getattr(args, "pooler", None),
         prepare=getattr(args, "prepare", None),
         lock_timeout=getattr(args, "lock_timeout", None),
+        citus_shards=getattr(args, "citus_shards", None),
     )
 
 

@@ -196,6 +196,9 @@ class Given(Protocol):
     @property
     def lock_timeout(self) -> float | None: ...
 
+    @property
+    def citus_shards(self) -> int | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class PostgresSite:
@@ -209,6 +212,8 @@ class PostgresSite:
     prepare: bool | None = None
     lock_timeout: float | None = None
     """Seconds each statement of ``migrate`` waits for a lock (None: ``migrate``'s 5 s)."""
+    citus_shards: int | None = None
+    """On Citus, the session tables' shard count when ``migrate`` distributes them."""
 
     backend = "postgres"
     server = True
@@ -255,7 +260,11 @@ class PostgresSite:
         lock_timeout = LOCK_TIMEOUT if self.lock_timeout is None else self.lock_timeout
         try:
             await asyncio.to_thread(
-                upgrade, self.given_dsn, self.schema_name, lock_timeout=lock_timeout
+                upgrade,
+                self.given_dsn,
+                self.schema_name,
+                lock_timeout=lock_timeout,
+                citus_shards=self.citus_shards,
             )
         except Exception as exc:
             error = _driver_error(exc)
@@ -267,7 +276,7 @@ class PostgresSite:
     def write_migration_sql(self, out: TextIO) -> None:
         from .migrate import write_script
 
-        write_script(out, self.schema_name)
+        write_script(out, self.schema_name, citus_shards=self.citus_shards)
 
     def throwaway(
         self, purpose: str, say: Callable[[str], None]
@@ -326,6 +335,7 @@ class PostgresBackend:
             options.pooler,
             options.prepare,
             lock_timeout=options.lock_timeout,
+            citus_shards=options.citus_shards,
         )
 
     def outage(self, exc: BaseException, where: str) -> A2Error | None:

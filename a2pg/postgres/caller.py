@@ -44,9 +44,10 @@ from ..errors import A2Error, invalid
 from ..ids import Clock, IdGenerator
 from ..models import AppendResult, Consumer
 from . import codec, log
+from .citus import KINDS_SQL, kinds_params
 from .database import Conn, Finish, Params, Statement, Tx, drain_pipeline
 from .errors import translated
-from .layout import CATALOG_SQL, TABLES, classify, meta_query
+from .layout import CATALOG_SQL, TABLES, classify, meta_query, reads_kinds, with_kinds
 from .queries import Positional, Statements
 from .writes import WritePlan
 
@@ -259,10 +260,13 @@ async def layout_error(conn: AsyncConnection[Any], schema: str) -> A2Error | Non
     await cur.execute(CATALOG_SQL, {"schema": schema, "tables": list(TABLES)}, prepare=False)
     row = await cur.fetchone()
     assert row is not None
-    has_meta, pre_consumer, has_tables = row
+    has_meta, pre_consumer, has_tables, has_citus = row
     meta: dict[str, str] = {}
     if has_meta:
         await cur.execute(meta_query(schema), prepare=False)
         meta = {str(key): str(value) for key, value in await cur.fetchall()}
     status = classify(schema, has_meta, pre_consumer, has_tables, meta)
+    if reads_kinds(status, has_citus):
+        await cur.execute(KINDS_SQL, kinds_params(schema), prepare=False)
+        status = with_kinds(status, await cur.fetchall())
     return None if status.is_current else status.error()

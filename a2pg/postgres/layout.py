@@ -3,11 +3,16 @@
 ``a2pg check`` calls :func:`inspect_layout`; ``PostgresStore.open`` calls
 :func:`ensure_layout`, which refuses anything but the current layout: the store
 never creates or alters tables itself (``a2pg migrate`` does, see ``migrate``).
+
+On a database with the ``citus`` extension, a current layout is also one whose tables
+are each of their Citus kind (``citus.KINDS``): one left local, or distributed another
+way, makes the schema ``undistributed``, which ``a2pg migrate`` puts right. The catalog
+query says whether the extension is there, so plain PostgreSQL pays no extra statement.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import psycopg
@@ -15,12 +20,13 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from ..errors import A2Error
+from . import citus
 from .dsn import to_libpq
 
 LAYOUT = "cursors-1"
 """The layout a2pg's store reads and writes, recorded in ``a2_meta``."""
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
 """a2pg's revisions, oldest first; a test checks them against the shipped scripts."""
 
 HEAD_REVISION = REVISIONS[-1]
@@ -47,7 +53,9 @@ TABLES = (
 )
 """Every table the head revision creates; a test checks this against a migrated schema."""
 
-LayoutState = Literal["current", "empty", "older", "newer", "pre-consumer", "unknown"]
+LayoutState = Literal[
+    "current", "empty", "older", "newer", "pre-consumer", "unknown", "undistributed"
+]
 
 
 # Catalogs and functions are pg_catalog's by name, as in every statement of the store:
@@ -66,7 +74,8 @@ select
           from pg_catalog.pg_class c
           join pg_catalog.pg_namespace n on n.oid = c.relnamespace
         where n.nspname = %(schema)s and c.relname = any(%(tables)s)
-    )
+    ),
+    exists (select 1 from pg_catalog.pg_extension where extname = 'citus')
 """
 
 _STATEMENT_TIMEOUT_SQL = "select pg_catalog.set_config('statement_timeout', %(ms)s, true)"
@@ -83,6 +92,8 @@ class LayoutStatus:
     revision: str | None
     """The revision recorded in ``a2_meta``, if any."""
     expected: str = HEAD_REVISION
+    misdistributed: tuple[tuple[str, str], ...] = ()
+    """On Citus, ``(table, what it is)`` for each table not of its kind (``undistributed``)."""
 
     @property
     def is_current(self) -> bool:
@@ -104,6 +115,14 @@ class LayoutStatus:
             )
         if self.state == "pre-consumer":
             return f"{where} holds the pre-consumer A2 layout (a2_events.processed_at, no a2_meta)"
+        if self.state == "undistributed":
+            wrong = [f"{table} is {actual}" for table, actual in self.misdistributed]
+            if len(wrong) > 3:
+                wrong[2:] = [f"and {len(wrong) - 2} more tables"]
+            return (
+                f"{where} is at a2pg revision {self.revision} on Citus, but not every table "
+                f"is of its kind ({citus.KINDS_TEXT}): {'; '.join(wrong)}"
+            )
         return f"{where} has a2pg tables but no {LAYOUT} layout record in a2_meta"
 
     def fix(self) -> str:
@@ -112,6 +131,8 @@ class LayoutStatus:
             return "nothing to do"
         if self.state in ("empty", "older"):
             return f"run `a2pg migrate` (schema {self.schema!r})"
+        if self.state == "undistributed":
+            return f"run `a2pg migrate` (schema {self.schema!r}): it distributes them"
         if self.state == "newer":
             return (
                 "deploy the newer a2pg whose `a2pg migrate` made it, "
@@ -161,15 +182,31 @@ def meta_query(schema: str) -> sql.Composed:
     return sql.SQL("select key, value from {}.a2_meta").format(sql.Identifier(schema))
 
 
+def reads_kinds(status: LayoutStatus, has_citus: bool) -> bool:
+    """Whether the tables' Citus kinds are read (``citus.KINDS_SQL``): only for a current
+    layout, and only where the extension is."""
+    return has_citus and status.is_current
+
+
+def with_kinds(status: LayoutStatus, rows: list[tuple[Any, ...]]) -> LayoutStatus:
+    """``status``, made ``undistributed`` when some table is not of its Citus kind."""
+    wrong = citus.misdistributed(rows)
+    return replace(status, state="undistributed", misdistributed=wrong) if wrong else status
+
+
 def inspect_connection(conn: psycopg.Connection[Any], schema: str) -> LayoutStatus:
     """What ``schema`` holds, read on ``conn`` as it is (in its transaction, if any)."""
     row = conn.execute(CATALOG_SQL, {"schema": schema, "tables": list(TABLES)}).fetchone()
     assert row is not None
-    has_meta, pre_consumer, has_tables = row
+    has_meta, pre_consumer, has_tables, has_citus = row
     meta: dict[str, str] = {}
     if has_meta:
         meta = dict(conn.execute(meta_query(schema)).fetchall())
-    return classify(schema, has_meta, pre_consumer, has_tables, meta)
+    status = classify(schema, has_meta, pre_consumer, has_tables, meta)
+    if reads_kinds(status, has_citus):
+        rows = conn.execute(citus.KINDS_SQL, citus.kinds_params(schema)).fetchall()
+        status = with_kinds(status, rows)
+    return status
 
 
 def inspect_layout(
@@ -197,12 +234,16 @@ async def _inspect_async(conn: psycopg.AsyncConnection[Any], schema: str) -> Lay
     cur = await conn.execute(CATALOG_SQL, {"schema": schema, "tables": list(TABLES)})
     row = await cur.fetchone()
     assert row is not None
-    has_meta, pre_consumer, has_tables = row
+    has_meta, pre_consumer, has_tables, has_citus = row
     meta: dict[str, str] = {}
     if has_meta:
         cur = await conn.execute(meta_query(schema))
         meta = dict(await cur.fetchall())
-    return classify(schema, has_meta, pre_consumer, has_tables, meta)
+    status = classify(schema, has_meta, pre_consumer, has_tables, meta)
+    if reads_kinds(status, has_citus):
+        cur = await conn.execute(citus.KINDS_SQL, citus.kinds_params(schema))
+        status = with_kinds(status, await cur.fetchall())
+    return status
 
 
 async def ensure_layout(

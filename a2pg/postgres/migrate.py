@@ -10,6 +10,11 @@ DDL lock queued behind an open transaction would otherwise stall every worker be
 it for as long as that transaction stays open; past the bound the migration rolls
 back, whole, is tried again a few times, then raises :class:`MigrationLockTimeout`.
 
+On Citus (the ``citus`` extension in the database), revision 0007 distributes the
+tables (see :mod:`a2pg.postgres.citus`), ``citus_shards`` of :func:`upgrade` setting
+the shard count; after the revisions, :func:`distribute_tables` puts right any table of
+a current layout that is not of its Citus kind.
+
 Running a2pg's migrations from your own Alembic environment
 ------------------------------------------------------------
 a2pg's history is the Alembic branch ``a2pg`` with its own version table,
@@ -44,6 +49,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import invalid
+from . import citus
 from .dsn import to_libpq
 from .layout import DEFAULT_SCHEMA, LayoutStatus, check_schema, inspect_connection
 
@@ -125,6 +131,7 @@ def upgrade(
     *,
     lock_timeout: float | None = LOCK_TIMEOUT,
     attempts: int = LOCK_ATTEMPTS,
+    citus_shards: int | None = None,
 ) -> None:
     """Applies a2pg's migrations up to ``revision``; safe to run concurrently and repeatedly.
 
@@ -133,6 +140,10 @@ def upgrade(
     times in all (0.5 s, then 1 s... apart), then :class:`MigrationLockTimeout` says
     which sessions hold locks on a2pg's tables and what to do. Waiting for another
     migration of the schema (its advisory lock) is not bounded.
+
+    On Citus, ``citus_shards`` is the shard count of ``a2_sessions`` (and so of every
+    table co-located with it) when the migration distributes it; None: ``-x`` or
+    ``$A2PG_CITUS_SHARDS``, else Citus's default. Plain PostgreSQL ignores it.
     """
     if lock_timeout is not None and (
         isinstance(lock_timeout, bool)
@@ -144,6 +155,8 @@ def upgrade(
         raise invalid(f"attempts must be a positive int: got {attempts!r}")
     config = alembic_config(dsn, schema)
     config.attributes["lock_timeout"] = lock_timeout
+    if citus_shards is not None:
+        config.attributes[citus.SHARDS_ATTRIBUTE] = citus.check_shards(citus_shards)
     for attempt in range(1, attempts + 1):
         try:
             _upgrade(config, revision)
@@ -256,11 +269,21 @@ def upgrade_connection(
         connection.execute(sqlalchemy.text(_SET_SEARCH_PATH), {"path": path})
 
 
-def write_script(output: TextIO, schema: str = DEFAULT_SCHEMA, start: str | None = None) -> None:
+def write_script(
+    output: TextIO,
+    schema: str = DEFAULT_SCHEMA,
+    start: str | None = None,
+    *,
+    citus_shards: int | None = None,
+) -> None:
     """Writes the SQL that migrates ``schema`` from ``start`` (a2pg's base when None) to
     a2pg's head, with a2pg's lock and schema preamble, without connecting anywhere:
-    ``a2pg migrate --sql``, and ``alembic upgrade --sql`` of a host environment."""
+    ``a2pg migrate --sql``, and ``alembic upgrade --sql`` of a host environment. Its
+    Citus statements do nothing where the database has no Citus (``citus_shards``: as
+    for :func:`upgrade`)."""
     config = alembic_config(schema=schema)
+    if citus_shards is not None:
+        config.attributes[citus.SHARDS_ATTRIBUTE] = citus.check_shards(citus_shards)
     config.output_buffer = output
     with _host_proxies_kept():
         _upgrade(config, f"{start}:heads" if start else "heads", sql=True)
@@ -309,6 +332,30 @@ def _schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
         "select exists (select from pg_catalog.pg_namespace where nspname = %s)", (schema,)
     ).fetchone()
     return bool(row and row[0])
+
+
+def distribute_tables(connection: Connection, schema: str, shards: int | None) -> LayoutStatus:
+    """After the revisions (env.py): on Citus, makes each table of a current layout that
+    is not of its kind (``citus.KINDS``) that kind, in the migration's transaction. The
+    wrong ones are made local first, then distributed again, ``a2_sessions`` first (a
+    new ``a2_sessions`` is a new colocation group: the check then finds every table
+    co-located with the old one wrong too). Returns the layout as it was found; on plain
+    PostgreSQL, or when every table is right, it reads and changes nothing more."""
+    raw: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
+    status = inspect_connection(raw, schema)
+    tables = [table for table, _ in status.misdistributed]  # a2_sessions first
+    for table in reversed(tables):
+        raw.execute(citus.undistribute_sql(table, schema=schema))
+    for table in tables:
+        kind = citus.KINDS[table]
+        raw.execute(citus.distribute_sql(table, kind, schema=schema, shards=shards))
+    if tables:
+        log.warning(
+            "a2pg migrate: distributed again on Citus, as a2pg needs, in schema %r: %s",
+            schema,
+            ", ".join(tables),
+        )
+    return status
 
 
 def prepare_schema(

@@ -16,23 +16,30 @@ depends_on = None
 
 LAYOUT = "cursors-1"
 
-UPGRADE = """
+# One statement per op.execute: Citus refuses several commands in one prepared statement
+# on distributed tables (revision 0007 distributes these).
+UPGRADE = (
+    """
 create table a2_meta (
     key   text primary key,
     value text not null
-);
-
+)
+""",
+    """
 -- One row per session: serializes index allocation for that session only.
 create table a2_sessions (
     session_id  text primary key,
     head        bigint not null default 0,
     clear_index bigint not null default 0,
     created_at  timestamptz not null
-) with (fillfactor = 80);
+) with (fillfactor = 80)
+""",
+    """
 -- Listings page through sessions in code point order (as Python sorts str), whatever
 -- the database's collation: this index keeps each page a range scan.
-create index a2_sessions_listing on a2_sessions (session_id collate "C");
-
+create index a2_sessions_listing on a2_sessions (session_id collate "C")
+""",
+    """
 -- Payloads are json, not jsonb: stored as written, so numbers such as 1e300
 -- come back with their type, and nothing queries inside them.
 create table a2_events (
@@ -47,10 +54,11 @@ create table a2_events (
     cause_index    bigint,
     cause_attempt  integer,
     primary key (session_id, idx)
-);
-create unique index a2_events_event_id on a2_events (session_id, event_id);
-create index a2_events_type on a2_events (session_id, event_type, idx);
-
+)
+""",
+    "create unique index a2_events_event_id on a2_events (session_id, event_id)",
+    "create index a2_events_type on a2_events (session_id, event_type, idx)",
+    """
 -- One row per unit of consumer work. cursor_key is '#<idx>' for an event
 -- cursor and 'L<lane>' for lane and log cursors. ready_at is when the head
 -- becomes claimable (now, a lease end, a backoff end); null when there is
@@ -79,10 +87,11 @@ create table a2_cursors (
     completed_attempt   integer,
     returned_event_ids  text[],
     primary key (session_id, consumer, cursor_key)
-) with (fillfactor = 70);
-create index a2_cursors_ready on a2_cursors (ready_at) where ready_at is not null;
-create index a2_cursors_heads on a2_cursors (session_id, head) where head is not null;
-
+) with (fillfactor = 70)
+""",
+    "create index a2_cursors_ready on a2_cursors (ready_at) where ready_at is not null",
+    "create index a2_cursors_heads on a2_cursors (session_id, head) where head is not null",
+    """
 -- The FIFO of each lane cursor, and each lane event's completion record.
 create table a2_lane_events (
     session_id         text not null,
@@ -93,8 +102,9 @@ create table a2_lane_events (
     completed_attempt  integer,
     returned_event_ids text[],
     primary key (session_id, consumer, lane, idx)
-) with (fillfactor = 90);
-
+) with (fillfactor = 90)
+""",
+    """
 create table a2_snapshots (
     session_id  text not null,
     reducer     text not null,
@@ -102,8 +112,9 @@ create table a2_snapshots (
     state       json not null,
     updated_at  timestamptz not null,
     primary key (session_id, reducer)
-);
-
+)
+""",
+    """
 create table a2_snapshot_history (
     session_id  text not null,
     reducer     text not null,
@@ -111,8 +122,9 @@ create table a2_snapshot_history (
     state       json not null,
     updated_at  timestamptz not null,
     primary key (session_id, reducer, up_to_index)
-);
-
+)
+""",
+    """
 create table a2_snapshot_pins (
     session_id  text not null,
     consumer    text not null,
@@ -121,10 +133,13 @@ create table a2_snapshot_pins (
     reducer     text not null,
     up_to_index bigint not null,
     primary key (session_id, consumer, cursor_key, event_index, reducer, up_to_index)
-);
+)
+""",
+    """
 create index a2_snapshot_pins_checkpoint
-    on a2_snapshot_pins (session_id, reducer, up_to_index);
-
+    on a2_snapshot_pins (session_id, reducer, up_to_index)
+""",
+    """
 -- Presence is keyed by namespace, not session: a reference table under Citus.
 create table a2_presence (
     ns          text not null,
@@ -135,25 +150,27 @@ create table a2_presence (
     at          timestamptz not null,
     expires_at  timestamptz not null,
     primary key (ns, participant, field)
-);
-create index a2_presence_expiry on a2_presence (ns, expires_at);
-"""
+)
+""",
+    "create index a2_presence_expiry on a2_presence (ns, expires_at)",
+)
 
-DOWNGRADE = """
-drop table if exists a2_presence;
-drop table if exists a2_snapshot_pins;
-drop table if exists a2_snapshot_history;
-drop table if exists a2_snapshots;
-drop table if exists a2_lane_events;
-drop table if exists a2_cursors;
-drop table if exists a2_events;
-drop table if exists a2_sessions;
-drop table if exists a2_meta;
-"""
+DOWNGRADE = (
+    "drop table if exists a2_presence",
+    "drop table if exists a2_snapshot_pins",
+    "drop table if exists a2_snapshot_history",
+    "drop table if exists a2_snapshots",
+    "drop table if exists a2_lane_events",
+    "drop table if exists a2_cursors",
+    "drop table if exists a2_events",
+    "drop table if exists a2_sessions",
+    "drop table if exists a2_meta",
+)
 
 
 def upgrade() -> None:
-    op.execute(UPGRADE)
+    for statement in UPGRADE:
+        op.execute(statement)
     op.execute(
         "insert into a2_meta (key, value) values "
         f"('layout', '{LAYOUT}'), ('revision', '{revision}')"
@@ -161,4 +178,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(DOWNGRADE)
+    for statement in DOWNGRADE:
+        op.execute(statement)

@@ -25,16 +25,12 @@ def upgrade() -> None:
             backfill      boolean not null,
             registered_at timestamptz not null,
             updated_at    timestamptz not null
-        );
-        update a2_meta set value = '0002' where key = 'revision';
+        )
         """
     )
+    op.execute("update a2_meta set value = '0002' where key = 'revision'")
 
 
 def downgrade() -> None:
-    op.execute(
-        """
-        drop table if exists a2_consumers;
-        update a2_meta set value = '0001' where key = 'revision';
-        """
-    )
+    op.execute("drop table if exists a2_consumers")
+    op.execute("update a2_meta set value = '0001' where key = 'revision'")

@@ -27,26 +27,22 @@ depends_on = None
 def upgrade() -> None:
     # The column's default is stored in the catalog (no table rewrite); every event up
     # to 0002 owns its id. The index keeps its name: PARTIAL_DUPLICATE_BATCH is told by it.
+    op.execute("alter table a2_events add column id_retired boolean not null default false")
+    op.execute("drop index a2_events_event_id")
     op.execute(
         """
-        alter table a2_events add column id_retired boolean not null default false;
-        drop index a2_events_event_id;
         create unique index a2_events_event_id on a2_events (session_id, event_id)
-            where not id_retired;
-        update a2_meta set value = '0003' where key = 'revision';
+            where not id_retired
         """
     )
+    op.execute("update a2_meta set value = '0003' where key = 'revision'")
 
 
 def downgrade() -> None:
     # 0002 keeps one event per id: the retired ones go, as 0002's append would have
     # deleted them (they are all below a clear marker, out of every read but a stream's).
-    op.execute(
-        """
-        delete from a2_events where id_retired;
-        drop index a2_events_event_id;
-        create unique index a2_events_event_id on a2_events (session_id, event_id);
-        alter table a2_events drop column id_retired;
-        update a2_meta set value = '0002' where key = 'revision';
-        """
-    )
+    op.execute("delete from a2_events where id_retired")
+    op.execute("drop index a2_events_event_id")
+    op.execute("create unique index a2_events_event_id on a2_events (session_id, event_id)")
+    op.execute("alter table a2_events drop column id_retired")
+    op.execute("update a2_meta set value = '0002' where key = 'revision'")

@@ -42,21 +42,21 @@ def upgrade() -> None:
             interval_seconds double precision not null,
             completed        bigint not null,
             failed           bigint not null
-        );
+        )
+        """
+    )
+    op.execute(
+        """
         create index a2_cursors_dead on a2_cursors
             (session_id collate "C", consumer collate "C", (coalesce(lane, '')) collate "C",
              head)
-            where failed_at is not null;
-        update a2_meta set value = '0004' where key = 'revision';
+            where failed_at is not null
         """
     )
+    op.execute("update a2_meta set value = '0004' where key = 'revision'")
 
 
 def downgrade() -> None:
-    op.execute(
-        """
-        drop index if exists a2_cursors_dead;
-        drop table if exists a2_workers;
-        update a2_meta set value = '0003' where key = 'revision';
-        """
-    )
+    op.execute("drop index if exists a2_cursors_dead")
+    op.execute("drop table if exists a2_workers")
+    op.execute("update a2_meta set value = '0003' where key = 'revision'")

@@ -36,28 +36,32 @@ def upgrade() -> None:
         create table a2_consumer_pauses (
             consumer  text primary key,
             paused_at timestamptz not null
-        );
+        )
+        """
+    )
+    op.execute(
+        """
         alter table a2_consumers
             add column backfill_started_at timestamptz,
             add column backfill_after      text,
             add column backfill_sessions   bigint not null default 0,
-            add column backfill_done_at    timestamptz;
-        alter table a2_lane_events add column not_before timestamptz;
-        update a2_meta set value = '0005' where key = 'revision';
+            add column backfill_done_at    timestamptz
         """
     )
+    op.execute("alter table a2_lane_events add column not_before timestamptz")
+    op.execute("update a2_meta set value = '0005' where key = 'revision'")
 
 
 def downgrade() -> None:
+    op.execute("alter table a2_lane_events drop column if exists not_before")
+    op.execute("drop table if exists a2_consumer_pauses")
     op.execute(
         """
-        alter table a2_lane_events drop column if exists not_before;
-        drop table if exists a2_consumer_pauses;
         alter table a2_consumers
             drop column if exists backfill_started_at,
             drop column if exists backfill_after,
             drop column if exists backfill_sessions,
-            drop column if exists backfill_done_at;
-        update a2_meta set value = '0004' where key = 'revision';
+            drop column if exists backfill_done_at
         """
     )
+    op.execute("update a2_meta set value = '0004' where key = 'revision'")

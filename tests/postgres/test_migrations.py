@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,9 +18,11 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from sqlalchemy import event
 
+from a2pg.errors import A2Error
 from a2pg.models import NewEvent
-from a2pg.postgres import PostgresStore, migrate
+from a2pg.postgres import PostgresStore, citus, migrate
 from a2pg.postgres.layout import (
     HEAD_REVISION,
     LAYOUT,
@@ -359,3 +363,128 @@ def test_the_wheel_ships_the_scripts_and_migrates_without_a_checkout(
         check=True,
     )
     assert inspect_layout(db, "from_wheel").is_current
+
+
+def statement_count(text: str) -> int:
+    """How many SQL statements ``text`` holds: its semicolons outside comments, quoted
+    strings, quoted names and dollar-quoted bodies, counting a last one left unended."""
+    count, pending, at = 0, False, 0
+    while at < len(text):
+        if text.startswith("--", at):
+            end = text.find("\n", at)
+            at = len(text) if end < 0 else end
+            continue
+        if text.startswith("/*", at):
+            at = text.index("*/", at) + 2
+            continue
+        quote = text[at]
+        if quote in "'\"":
+            end = at + 1
+            while True:
+                end = text.index(quote, end) + 1
+                if not text.startswith(quote, end):
+                    break
+                end += 1
+            at, pending = end, True
+            continue
+        tag = re.match(r"\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$", text[at:])
+        if tag:
+            at, pending = text.index(tag[0], at + len(tag[0])) + len(tag[0]), True
+            continue
+        if quote == ";":
+            count, pending = count + pending, False
+        elif not quote.isspace():
+            pending = True
+        at += 1
+    return count + pending
+
+
+def test_statement_count_sees_through_comments_and_quotes() -> None:
+    assert statement_count("select 1") == 1
+    assert statement_count("create table t (a int);\nupdate t set a = 1;") == 2
+    assert statement_count("-- a; b\nselect ';', \"a;b\" from t /* ; */;") == 1
+    assert statement_count("do $a2pg$ begin perform 1; end $a2pg$") == 1
+    assert statement_count("do 'begin perform ''x;''; end'") == 1
+
+
+def test_every_revision_runs_one_statement_per_execute(db: str) -> None:
+    """Citus refuses several commands in one statement on distributed tables: each
+    ``op.execute`` of every revision, up and down, sends exactly one."""
+    sent: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        sent.append(statement)
+
+    engine = migrate.create_engine(db)
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with engine.connect() as connection:
+            migrate.upgrade_connection(connection)
+            connection.commit()
+            command.downgrade(migrate.alembic_config(connection=connection), "base")
+            connection.commit()
+    finally:
+        engine.dispose()
+    assert any("create table a2_events" in text for text in sent)
+    assert any("pg_dist_partition" in text for text in sent)  # 0007's statements, down too
+    assert any("undistribute_table" in text for text in sent)
+    several = [text for text in sent if statement_count(text) != 1]
+    assert not several, several[0]
+
+
+def catalog(dsn: str) -> list[tuple[str, ...]]:
+    """The public schema's tables, columns and indexes, as pg_dump would tell them apart."""
+    with psycopg.connect(dsn) as conn:
+        columns = conn.execute(
+            "select table_name::text, column_name::text, data_type::text,"
+            " coalesce(column_default, ''), is_nullable::text"
+            " from information_schema.columns where table_schema = 'public'"
+        ).fetchall()
+        indexes = conn.execute(
+            "select tablename::text, indexdef from pg_indexes where schemaname = 'public'"
+        ).fetchall()
+    return sorted([*columns, *indexes])
+
+
+def test_0007_changes_nothing_but_the_revision_on_plain_postgresql(db: str) -> None:
+    migrate.upgrade(db, revision="0006")
+    before = catalog(db)
+    migrate.upgrade(db, revision="0007")
+    assert catalog(db) == before
+    assert inspect_layout(db).revision == "0007"
+    migrate.downgrade(db, revision="0006")
+    assert catalog(db) == before
+
+
+def test_citus_kinds_follow_each_table_s_key(db: str) -> None:
+    """Distributed by session_id exactly the tables whose primary key leads with it;
+    every other table of the layout, a2pg's version table too, a reference table."""
+    migrate.upgrade(db)
+    with psycopg.connect(db) as conn:
+        leading: dict[str, str] = dict(
+            conn.execute(
+                "select c.relname::text, a.attname::text"
+                " from pg_constraint k"
+                " join pg_class c on c.oid = k.conrelid"
+                " join pg_namespace n on n.oid = c.relnamespace"
+                " join pg_attribute a on a.attrelid = c.oid and a.attnum = k.conkey[1]"
+                " where k.contype = 'p' and n.nspname = 'public'"
+            ).fetchall()
+        )
+    assert set(citus.KINDS) == {*TABLES, VERSION_TABLE} == set(leading)
+    for table, column in leading.items():
+        assert citus.KINDS[table] == ("distributed" if column == "session_id" else "reference")
+
+
+def test_the_script_distributes_only_where_citus_is() -> None:
+    """``a2pg migrate --sql``: the Citus statements are guarded, so the one script runs
+    on plain PostgreSQL too, with the shard count it was given."""
+    script = io.StringIO()
+    migrate.write_script(script, "dba", citus_shards=7)
+    text = script.getvalue()
+    assert "shard_count => 7" in text
+    assert text.count("create_distributed_table(rel") == 8
+    assert text.count("create_reference_table(rel)") == 7
+    with pytest.raises(A2Error) as refused:
+        migrate.write_script(io.StringIO(), "dba", citus_shards=0)
+    assert refused.value.code == "INVALID_ARGUMENT"
