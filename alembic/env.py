@@ -15,7 +15,7 @@ config = context.config
 x_args = context.get_x_argument(as_dictionary=True)
 
 # Settings, first found wins: programmatic attributes, `-x key=value`, environment, alembic.ini.
-# (The Citus shard count too: `-x citus_shards=N`, A2PG_CITUS_SHARDS, a2pg.citus_shards.)
+# (The Citus shard count too: `-x citus_shards=N`, A2PG_CITUS_SHARDS.)
 dsn: str | None = (
     config.attributes.get("dsn")
     or x_args.get("dsn")

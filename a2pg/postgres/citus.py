@@ -69,7 +69,6 @@ revision that adds a table adds it here and calls :func:`distribute`."""
 SHARDS_ATTRIBUTE = "citus_shards"
 """The setting's name: Alembic's ``config.attributes`` key and ``-x citus_shards=N``."""
 SHARDS_ENV = "A2PG_CITUS_SHARDS"
-SHARDS_INI = "a2pg.citus_shards"
 MAX_SHARDS = 64000
 """Citus's own bound on a table's shard count."""
 
@@ -96,7 +95,7 @@ def check_shards(value: object) -> int | None:
 def shard_setting(config: Config | None) -> int | None:
     """The shard count a migration was given, first found wins: ``config.attributes``
     (``upgrade(citus_shards=N)``, ``a2pg migrate --citus-shards N``), ``-x
-    citus_shards=N``, ``$A2PG_CITUS_SHARDS``, ``a2pg.citus_shards`` in alembic.ini."""
+    citus_shards=N``, ``$A2PG_CITUS_SHARDS``."""
     if config is None:
         return check_shards(os.environ.get(SHARDS_ENV))
     given = config.attributes.get(SHARDS_ATTRIBUTE)
@@ -106,7 +105,7 @@ def shard_setting(config: Config | None) -> int | None:
         key, sep, value = str(pair).partition("=")
         if sep and key.strip() == SHARDS_ATTRIBUTE:
             return check_shards(value)
-    return check_shards(os.environ.get(SHARDS_ENV) or config.get_main_option(SHARDS_INI))
+    return check_shards(os.environ.get(SHARDS_ENV))
 
 
 class Migration(Protocol):

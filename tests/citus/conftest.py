@@ -33,8 +33,12 @@ from a2pg.cli import main
 from a2pg.postgres import citus
 
 DSN_ENV = "A2PG_TEST_CITUS_DSN"
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "citus"
-"""The prebuilt Citus and its cluster.py, beside the project (never inside it: AGPL)."""
+SHARED = Path(
+    os.environ.get("A2PG_CITUS_DIR")
+    or Path(__file__).resolve().parents[2].parent / "shared" / "citus"
+)
+"""The prebuilt Citus and its cluster.py: ``$A2PG_CITUS_DIR`` (``.ci/run`` sets it to
+the folder it installed), else beside the project (never inside it: AGPL)."""
 
 _SCHEMAS = itertools.count(1)
 
