@@ -44,10 +44,9 @@ from ..errors import A2Error, invalid
 from ..ids import Clock, IdGenerator
 from ..models import AppendResult, Consumer
 from . import codec, log
-from .citus import KINDS_SQL, kinds_params
 from .database import Conn, Finish, Params, Statement, Tx, drain_pipeline
 from .errors import translated
-from .layout import CATALOG_SQL, TABLES, classify, meta_query, reads_kinds, with_kinds
+from .layout import inspect_async
 from .queries import Positional, Statements
 from .writes import WritePlan
 
@@ -254,19 +253,7 @@ class Caller:
 
 async def layout_error(conn: AsyncConnection[Any], schema: str) -> A2Error | None:
     """The ``STORE_NOT_CONFIGURED`` of ``schema`` as ``conn`` sees it, or None when its
-    layout is current; read on cursors of its own (the connection's row factory may be
-    anything) in its transaction, nothing prepared."""
-    cur = conn.cursor(row_factory=tuple_row)
-    await cur.execute(CATALOG_SQL, {"schema": schema, "tables": list(TABLES)}, prepare=False)
-    row = await cur.fetchone()
-    assert row is not None
-    has_meta, pre_consumer, has_tables, has_citus = row
-    meta: dict[str, str] = {}
-    if has_meta:
-        await cur.execute(meta_query(schema), prepare=False)
-        meta = {str(key): str(value) for key, value in await cur.fetchall()}
-    status = classify(schema, has_meta, pre_consumer, has_tables, meta)
-    if reads_kinds(status, has_citus):
-        await cur.execute(KINDS_SQL, kinds_params(schema), prepare=False)
-        status = with_kinds(status, await cur.fetchall())
+    layout is current; read in its transaction (``layout.inspect_async``: cursors of its
+    own, nothing prepared)."""
+    status = await inspect_async(conn, schema)
     return None if status.is_current else status.error()

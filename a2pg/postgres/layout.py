@@ -12,12 +12,14 @@ query says whether the extension is there, so plain PostgreSQL pays no extra sta
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
 
 from ..errors import A2Error
 from . import citus
@@ -182,31 +184,58 @@ def meta_query(schema: str) -> sql.Composed:
     return sql.SQL("select key, value from {}.a2_meta").format(sql.Identifier(schema))
 
 
-def reads_kinds(status: LayoutStatus, has_citus: bool) -> bool:
-    """Whether the tables' Citus kinds are read (``citus.KINDS_SQL``): only for a current
-    layout, and only where the extension is."""
-    return has_citus and status.is_current
+Query = tuple[str | sql.Composed, dict[str, Any] | None]
+Reads = Generator[Query, list[tuple[Any, ...]], LayoutStatus]
 
 
-def with_kinds(status: LayoutStatus, rows: list[tuple[Any, ...]]) -> LayoutStatus:
-    """``status``, made ``undistributed`` when some table is not of its Citus kind."""
-    wrong = citus.misdistributed(rows)
-    return replace(status, state="undistributed", misdistributed=wrong) if wrong else status
-
-
-def inspect_connection(conn: psycopg.Connection[Any], schema: str) -> LayoutStatus:
-    """What ``schema`` holds, read on ``conn`` as it is (in its transaction, if any)."""
-    row = conn.execute(CATALOG_SQL, {"schema": schema, "tables": list(TABLES)}).fetchone()
-    assert row is not None
+def layout_reads(schema: str) -> Reads:
+    """The reading of ``schema``'s layout, without I/O: it yields each query with its
+    parameters, is sent the query's rows, and returns the status. The catalog first,
+    then ``a2_meta`` when there is one, then, only for a current layout on a database
+    with Citus, each table's Citus kind. The drivers (sync and async) run it."""
+    [row] = yield CATALOG_SQL, {"schema": schema, "tables": list(TABLES)}
     has_meta, pre_consumer, has_tables, has_citus = row
     meta: dict[str, str] = {}
     if has_meta:
-        meta = dict(conn.execute(meta_query(schema)).fetchall())
+        rows = yield meta_query(schema), None
+        meta = {str(key): str(value) for key, value in rows}
     status = classify(schema, has_meta, pre_consumer, has_tables, meta)
-    if reads_kinds(status, has_citus):
-        rows = conn.execute(citus.KINDS_SQL, citus.kinds_params(schema)).fetchall()
-        status = with_kinds(status, rows)
+    if has_citus and status.is_current:
+        kinds = yield citus.KINDS_SQL, citus.kinds_params(schema)
+        wrong = citus.misdistributed(kinds)
+        if wrong:
+            status = replace(status, state="undistributed", misdistributed=wrong)
     return status
+
+
+def inspect_connection(conn: psycopg.Connection[Any], schema: str) -> LayoutStatus:
+    """What ``schema`` holds, read on ``conn`` as it is (in its transaction, if any), on
+    a cursor of its own (whatever the connection's row factory), nothing prepared."""
+    cur = conn.cursor(row_factory=tuple_row)
+    reads = layout_reads(schema)
+    query = next(reads)
+    while True:
+        rows = cur.execute(*query, prepare=False).fetchall()
+        try:
+            query = reads.send(rows)
+        except StopIteration as done:
+            status: LayoutStatus = done.value
+            return status
+
+
+async def inspect_async(conn: psycopg.AsyncConnection[Any], schema: str) -> LayoutStatus:
+    """``inspect_connection`` on an async connection."""
+    cur = conn.cursor(row_factory=tuple_row)
+    reads = layout_reads(schema)
+    query = next(reads)
+    while True:
+        await cur.execute(*query, prepare=False)
+        rows = await cur.fetchall()
+        try:
+            query = reads.send(rows)
+        except StopIteration as done:
+            status: LayoutStatus = done.value
+            return status
 
 
 def inspect_layout(
@@ -230,22 +259,6 @@ def inspect_layout(
         return inspect_connection(conn, schema)
 
 
-async def _inspect_async(conn: psycopg.AsyncConnection[Any], schema: str) -> LayoutStatus:
-    cur = await conn.execute(CATALOG_SQL, {"schema": schema, "tables": list(TABLES)})
-    row = await cur.fetchone()
-    assert row is not None
-    has_meta, pre_consumer, has_tables, has_citus = row
-    meta: dict[str, str] = {}
-    if has_meta:
-        cur = await conn.execute(meta_query(schema))
-        meta = dict(await cur.fetchall())
-    status = classify(schema, has_meta, pre_consumer, has_tables, meta)
-    if reads_kinds(status, has_citus):
-        cur = await conn.execute(citus.KINDS_SQL, citus.kinds_params(schema))
-        status = with_kinds(status, await cur.fetchall())
-    return status
-
-
 async def ensure_layout(
     conn: psycopg.AsyncConnection[Any],
     schema: str = DEFAULT_SCHEMA,
@@ -261,13 +274,13 @@ async def ensure_layout(
     check_schema(schema)
     in_transaction = conn.info.transaction_status != TransactionStatus.IDLE
     if in_transaction or (conn.autocommit and statement_timeout is None):
-        status = await _inspect_async(conn, schema)
+        status = await inspect_async(conn, schema)
     else:
         async with conn.transaction():
             if statement_timeout is not None:
                 ms = str(max(1, round(statement_timeout * 1000)))
                 await conn.execute(_STATEMENT_TIMEOUT_SQL, {"ms": ms})
-            status = await _inspect_async(conn, schema)
+            status = await inspect_async(conn, schema)
     if not status.is_current:
         raise status.error()
     return status
