@@ -70,7 +70,7 @@ def test_charts_put_each_point_in_its_bucket() -> None:
     assert waits.series[1].points == polyline([0, 3, 0, 0, 0], 3)
     assert attempts.top == 4
     done = attempts.series[0]
-    assert done.total == 6
+    assert done.summary == "completed 6"
     assert done.points == polyline([0, 4, 0, 2, 0], 4)
     assert done.points.split()[1] == f"{WIDTH / 4:.1f},0.0"
     assert durations.series[0].points.split()[0] == f"0.0,{HEIGHT:.1f}"

@@ -32,7 +32,6 @@ class Series:
     """The class that colours its line (dashboard.css)."""
     points: str
     """The SVG polyline's points."""
-    total: float
     summary: str
     """What the caption says of it: its sum, or its largest value with the unit."""
 
@@ -66,13 +65,13 @@ def polyline(values: list[float], top: float) -> str:
 
 def counted(name: str, css: str, values: list[float], top: float) -> Series:
     """A series of counts, captioned with its sum."""
-    return Series(name, css, polyline(values, top), sum(values), f"{name} {sum(values):g}")
+    return Series(name, css, polyline(values, top), f"{name} {sum(values):g}")
 
 
 def timed(name: str, css: str, values: list[float], top: float) -> Series:
     """A series of seconds, captioned with its largest value."""
     most = max(values, default=0.0)
-    return Series(name, css, polyline(values, top), most, f"{name} {most:.3g}s max")
+    return Series(name, css, polyline(values, top), f"{name} {most:.3g}s max")
 
 
 def charts_of(
