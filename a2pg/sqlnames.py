@@ -2,8 +2,10 @@
 
 A file holds statements under ``-- name: x`` headers and shared pieces under
 ``-- fragment: x``, included with ``-- include: x`` on a line of their own (see
-``a2pg/postgres/sql/README.md``). The loader is pure text: rendering (PostgreSQL's
-schema) and running are the backends' business.
+``a2pg/postgres/sql/README.md``). ``-- name: x@d`` (or ``-- fragment: x@d``) is the
+text of ``x`` in dialect ``d`` (PostgreSQL's ``citus``), for the few statements whose one
+text cannot serve both. The loader is pure text: rendering (PostgreSQL's schema) and
+running are the backends' business.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-_HEADER = re.compile(r"^-- (name|fragment): (\w+)[ \t]*$", re.MULTILINE)
+_HEADER = re.compile(r"^-- (name|fragment): (\w+(?:@\w+)?)[ \t]*$", re.MULTILINE)
 _INCLUDE = re.compile(r"^([ \t]*)-- include: (\w+)[ \t]*$", re.MULTILINE)
 
 
@@ -49,12 +51,14 @@ def _blocks(text: str, source: str) -> list[_Block]:
     return blocks
 
 
-def load(sources: Mapping[str, str]) -> dict[str, str]:
+def load(sources: Mapping[str, str], dialect: str | None = None) -> dict[str, str]:
     """The statements of ``sources`` (file name -> text), their fragments expanded.
 
     A name is given once across all files; ``-- include: x`` on a line of its own
     stands for fragment ``x``, indented as the marker is. An unknown, unused or
-    self-including fragment is an error.
+    self-including fragment is an error. With ``dialect``, a statement or fragment
+    ``x@dialect`` stands for ``x`` wherever ``x`` is used; a variant of no ``x`` is an
+    error, as is a fragment of ``x`` and a statement of its variant.
     """
     found: dict[str, _Block] = {}
     for source, text in sources.items():
@@ -65,7 +69,21 @@ def load(sources: Mapping[str, str]) -> dict[str, str]:
                     f"{block.name!r} is named twice: in {first.source} and in {block.source}"
                 )
             found[block.name] = block
-    fragments = {name: b for name, b in found.items() if b.kind == "fragment"}
+    for name, block in found.items():
+        base, at, _ = name.partition("@")
+        if at and (base not in found or found[base].kind != block.kind):
+            what = "statement" if block.kind == "name" else "fragment"
+            raise ValueError(f"{block.source}: {what} {name!r} is a variant of no {what} {base!r}")
+    variants = {
+        name.partition("@")[0]: block
+        for name, block in found.items()
+        if dialect is not None and name.endswith(f"@{dialect}")
+    }
+    fragments = {
+        name: variants.get(name, b)
+        for name, b in found.items()
+        if b.kind == "fragment" and "@" not in name
+    }
     used: set[str] = set()
 
     def expand(block: _Block, within: tuple[str, ...]) -> str:
@@ -85,13 +103,21 @@ def load(sources: Mapping[str, str]) -> dict[str, str]:
 
         return _INCLUDE.sub(include, block.body)
 
-    statements = {name: expand(block, ()) for name, block in found.items() if block.kind == "name"}
+    statements = {
+        name: expand(variants.get(name, block), ())
+        for name, block in found.items()
+        if block.kind == "name" and "@" not in name
+    }
+    if dialect is None:  # what only a variant includes is used too
+        for name, block in found.items():
+            if "@" in name:
+                expand(block, ())
     for name, fragment in fragments.items():
-        if name not in used:
+        if name not in used and name not in variants:
             raise ValueError(f"{fragment.source}: fragment {name!r} is never included")
     return statements
 
 
-def parse(text: str, source: str = "<text>") -> dict[str, str]:
+def parse(text: str, source: str = "<text>", dialect: str | None = None) -> dict[str, str]:
     """The statements of one text (see ``load``); each loses its final ``;``."""
-    return load({source: text})
+    return load({source: text}, dialect)

@@ -7,17 +7,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.resources import files
-from typing import Any, LiteralString
+from typing import Any, Literal, LiteralString
 
 from psycopg import sql
 
 from ..sqlnames import load, parse
 
-__all__ = ["Positional", "Statements", "load", "names", "parse", "statements", "template"]
+__all__ = [
+    "DIALECTS",
+    "Dialect",
+    "Positional",
+    "Statements",
+    "load",
+    "names",
+    "parse",
+    "statements",
+    "template",
+]
+
+
+Dialect = Literal["citus"]
+DIALECTS: tuple[Dialect, ...] = ("citus",)
+"""The variants the files hold (``-- name: x@citus``): a store on a database whose tables
+Citus distributes runs those where they differ (``a2pg/postgres/citus.py``)."""
 
 
 @cache
-def _templates() -> dict[str, LiteralString]:
+def _templates(dialect: Dialect | None = None) -> dict[str, LiteralString]:
     # The files ship with the package and hold no user input: their text is literal SQL.
     folder = files(__package__).joinpath("sql")
     texts = {
@@ -25,14 +41,14 @@ def _templates() -> dict[str, LiteralString]:
         for entry in sorted(folder.iterdir(), key=lambda entry: entry.name)
         if entry.name.endswith(".sql")
     }
-    statements: dict[str, LiteralString] = load(texts)
+    statements: dict[str, LiteralString] = load(texts, dialect)
     return statements
 
 
-def template(name: str) -> LiteralString:
+def template(name: str, dialect: Dialect | None = None) -> LiteralString:
     """The text of statement ``name`` as written: ``{schema}`` (and the claim's
     ``{limit}``) not yet filled in. ``Statements.query`` is what runs."""
-    templates = _templates()
+    templates = _templates(dialect)
     if name not in templates:
         raise KeyError(f"no SQL statement is named {name!r} in a2pg/postgres/sql")
     return templates[name]
@@ -86,6 +102,7 @@ def render(text: LiteralString, schema: str, limit: int | None = None) -> bytes:
 
 
 _PLACEHOLDER = re.compile(rb"%\((\w+)\)s")
+_UNNESTED = re.compile(rb"pg_catalog\.unnest\(%\((\w+)\)s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,13 +139,53 @@ class Statements:
     what runs never depends on the connection's search_path (a transaction-mode
     pooler hands each transaction whichever server connection is free)."""
 
-    def __init__(self, schema: str) -> None:
+    def __init__(self, schema: str, dialect: Dialect | None = None) -> None:
         self.schema = schema
+        self.dialect = dialect
         self._rendered = {
-            name: render(text, schema) for name, text in _templates().items() if name not in LIMITED
+            name: render(text, schema)
+            for name, text in _templates(dialect).items()
+            if name not in LIMITED
         }
         self._limited = lru_cache(maxsize=LIMITED_TEXTS * len(LIMITED))(self._render_limited)
         self._positional: dict[tuple[str, int | None], Positional] = {}
+        self._parallel: dict[bytes, frozenset[str]] = {}
+        if dialect == "citus":
+            for text in self._rendered.values():
+                if b"%(session_ids)s" in text:
+                    unnested = _UNNESTED.findall(text)
+                    self._parallel[text] = frozenset(
+                        name.decode() for name in (*unnested, b"session_ids")
+                    )
+
+    def by_session(self, statement: bytes, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """On Citus, ``params`` of a statement over several sessions (``session_ids`` and
+        the arrays unnested beside it) one session at a time, in order, each with its
+        ``session_id``: Citus refuses (or routes through the coordinator) a statement over
+        several shards that it runs on one shard where the shard is. Else ``[params]``."""
+        parallel = self._parallel.get(statement)
+        if parallel is None:
+            return [params]
+        ids: list[str] = params["session_ids"]
+        rows: dict[str, list[int]] = {}
+        for row, session_id in enumerate(ids):
+            rows.setdefault(session_id, []).append(row)
+        if len(rows) <= 1:  # none: a statement of no session (it finds nothing)
+            return [{**params, "session_id": ids[0] if ids else None}]
+        # An unnested array shorter than the rest (trace_parents) is padded with nulls.
+        padded = {
+            name: [*params[name], *([None] * (len(ids) - len(params[name])))]
+            for name in parallel
+            if name in params
+        }
+        return [
+            {
+                **params,
+                **{name: [values[i] for i in picked] for name, values in padded.items()},
+                "session_id": session_id,
+            }
+            for session_id, picked in sorted(rows.items())
+        ]
 
     def query(self, name: str, *, limit: int | None = None) -> bytes:
         """The statement called ``name``, ready to execute (placeholders ``%(param)s``).
@@ -160,10 +217,10 @@ class Statements:
         return found
 
     def _render_limited(self, name: str, limit: int) -> bytes:
-        return render(template(name), self.schema, limit)
+        return render(template(name, self.dialect), self.schema, limit)
 
 
 @cache
-def statements(schema: str) -> Statements:
-    """The statements of ``schema``, rendered once per process."""
-    return Statements(schema)
+def statements(schema: str, dialect: Dialect | None = None) -> Statements:
+    """The statements of ``schema`` (in ``dialect``), rendered once per process."""
+    return Statements(schema, dialect)

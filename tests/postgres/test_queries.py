@@ -123,7 +123,7 @@ def test_each_file_says_what_it_holds_and_every_include_was_expanded() -> None:
 def test_statements_hold_no_brace_but_their_schema_and_claim_any_its_limit() -> None:
     # Every statement goes through psycopg.sql.SQL.format: any other brace would break it.
     for name in queries.names():
-        text = queries.template(name).replace("{schema}", "")
+        text = (queries.template(name) + queries.template(name, "citus")).replace("{schema}", "")
         if name in queries.LIMITED:
             text = text.replace("{limit}", "")
         assert "{" not in text and "}" not in text, name
@@ -216,6 +216,113 @@ def test_a_fragment_serves_statements_of_other_files() -> None:
     assert queries.load(files) == {"s": "select 1 from t\nwhere x = 1"}
 
 
+VARIANTS = """\
+-- fragment: where
+where x = 1
+
+-- fragment: where@citus
+where x = 1 and s = %(session_id)s
+
+-- name: a
+select 1 from t
+-- include: where
+;
+
+-- name: b
+select 2;
+
+-- name: b@citus
+select 3;
+"""
+
+
+def test_a_dialect_takes_its_variants_of_statements_and_fragments() -> None:
+    assert queries.parse(VARIANTS) == {"a": "select 1 from t\nwhere x = 1", "b": "select 2"}
+    assert queries.parse(VARIANTS, dialect="citus") == {
+        "a": "select 1 from t\nwhere x = 1 and s = %(session_id)s",
+        "b": "select 3",
+    }
+    # A dialect of no variants is the plain text.
+    assert queries.parse(VARIANTS, dialect="other") == queries.parse(VARIANTS)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("-- name: a@citus\nselect 1;\n", "statement 'a@citus' is a variant of no statement 'a'"),
+        (
+            "-- fragment: a@citus\nx\n-- name: a\nselect 1;\n",
+            "fragment 'a@citus' is a variant of no fragment 'a'",
+        ),
+        # What only a variant includes counts as included; a fragment nothing includes does not.
+        (
+            "-- fragment: f\nx\n-- name: a\nselect 1;\n-- name: a@citus\nselect 2;\n",
+            "fragment 'f' is never included",
+        ),
+    ],
+)
+def test_the_loader_refuses_variants_of_nothing(text: str, error: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(error)):
+        queries.parse(text)
+
+
+def test_a_fragment_only_a_variant_includes_is_used() -> None:
+    text = (
+        "-- fragment: f\nx\n-- name: a\nselect 1;\n-- name: a@citus\nselect 2\n-- include: f\n;\n"
+    )
+    assert queries.parse(text) == {"a": "select 1"}
+    assert queries.parse(text, dialect="citus") == {"a": "select 2\nx"}
+
+
+def test_every_variant_replaces_a_statement_or_fragment_and_the_files_have_some() -> None:
+    texts = "".join(path.read_text(encoding="utf-8") for path in SQL_FOLDER.glob("*.sql"))
+    variants = re.findall(r"^-- (?:name|fragment): (\w+)@citus$", texts, re.MULTILINE)
+    assert len(variants) >= 10
+    changed = {n for n in queries.names() if queries.template(n) != queries.template(n, "citus")}
+    assert "claim_session" in changed and "notify_ready" in changed
+
+
+def test_by_session_splits_the_arrays_of_several_sessions_in_order() -> None:
+    citus = queries.statements("public", "citus")
+    statement = citus.query("insert_events")
+    params = {
+        "session_ids": ["b", "a", "b"],
+        "idxs": [1, 1, 2],
+        "event_ids": ["x", "y", "z"],
+        "trace_parents": ["t1"],
+        "now": "later",
+        "types": ["p", "q", "r"],
+    }
+    assert citus.by_session(statement, params) == [
+        {
+            **params,
+            "session_ids": ["a"],
+            "idxs": [1],
+            "event_ids": ["y"],
+            "trace_parents": [None],
+            "types": ["q"],
+            "session_id": "a",
+        },
+        {
+            **params,
+            "session_ids": ["b", "b"],
+            "idxs": [1, 2],
+            "event_ids": ["x", "z"],
+            "trace_parents": ["t1", None],
+            "types": ["p", "r"],
+            "session_id": "b",
+        },
+    ]
+    one = {"session_ids": ["a", "a"], "idxs": [1, 2]}
+    assert citus.by_session(statement, one) == [{**one, "session_id": "a"}]
+    assert citus.by_session(statement, {"session_ids": []}) == [
+        {"session_ids": [], "session_id": None}
+    ]
+    # Plain PostgreSQL runs the statement once, whatever the sessions.
+    plain = queries.statements("public")
+    assert plain.by_session(plain.query("insert_events"), params) == [params]
+
+
 # -- on the server -----------------------------------------------------------------------
 
 
@@ -231,9 +338,13 @@ def numbered(text: str) -> str:
     return re.sub(r"%\((\w+)\)s", number, text)
 
 
-def test_every_statement_parses_on_the_server(postgres_dsn: str) -> None:
-    # PREPARE parses and analyses (tables, columns, types) without running anything.
-    public = queries.statements("public")
+@pytest.mark.parametrize("dialect", [None, *queries.DIALECTS])
+def test_every_statement_parses_on_the_server(
+    postgres_dsn: str, dialect: queries.Dialect | None
+) -> None:
+    # PREPARE parses and analyses (tables, columns, types) without running anything: the
+    # Citus variants too, which are plain SQL.
+    public = queries.statements("public", dialect)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         for name in sorted(queries.names()):
             limit = 10 if name in queries.LIMITED else None
