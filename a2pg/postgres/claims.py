@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from psycopg import AsyncCursor
 from psycopg.rows import DictRow
 
@@ -26,6 +27,7 @@ from ..models import (
 from . import codec
 from .database import MAX_INDEX, Database, Finish, Tx
 from .log import names_of
+from .shards import Shards, moved
 from .writes import columns, push
 
 
@@ -81,10 +83,45 @@ async def claim_any(db: Database, args: ClaimAnyArgs) -> list[Head]:
     keep the custom plans no cheaper than the generic one, so PostgreSQL plans the
     prepared statement once; a test forces a generic plan and checks the range scan.
     """
+    if db.shards is not None:
+        return await claim_round(db, db.shards, args)
     statement = db.statements.positional("complete_and_claim", limit=args.limit)
     rows = await db.write_one(statement, cycle_params(args, db.now_param()), idempotent=False)
     assert rows is not None  # nothing declines a claim alone
     return [codec.head(row) for row in rows]
+
+
+async def claim_round(db: Database, shards: Shards, args: ClaimAnyArgs) -> list[Head]:
+    """On Citus, ``claim_any`` shard group by shard group (``shards``): from one group
+    further than the last claim started, each group's oldest ready heads until the limit
+    is reached, on the node that holds the group. The heads come back oldest first."""
+    rows: list[DictRow] = []
+    start = shards.start()
+    reloaded = False
+    step = 0
+    while step < len(shards.groups) and len(rows) < args.limit:
+        groups = shards.groups
+        group = groups[(start + step) % len(groups)]
+        statement = shards.statement(group, args.limit - len(rows))
+        try:
+            pool = await shards.pool(group.node)
+            found = await db.write_on(pool, statement, cycle_params(args, db.now_param()))
+        except psycopg.Error as exc:
+            if reloaded or not moved(exc):
+                raise
+            reloaded = True  # a rebalance moved the shard: read the map again, go on
+            async with db.pool.connection() as conn:
+                await shards.load(conn)
+            continue
+        rows.extend(found)
+        step += 1
+    rows.sort(key=_oldest_first)
+    return [codec.head(row) for row in rows]
+
+
+def _oldest_first(row: DictRow) -> tuple[Any, ...]:
+    """``claim_any``'s order (``claim_any_order`` in ``sql/claims.sql``)."""
+    return (row["was_ready"], row["session_id"], row["head"], row["consumer"], row["lane"] or "")
 
 
 async def queue_claim_any(tx: Tx, args: ClaimAnyArgs) -> AsyncCursor[DictRow]:

@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from ..errors import invalid
 from .database import Conn
 from .dsn import scrub, to_libpq
-from .layout import ensure_layout
+from .layout import LayoutStatus, ensure_layout
 from .poolers import DIRECT, Route, configure, number_statements, probe, ready
 
 Configure = Callable[[AsyncConnection[Any]], Awaitable[None]]
@@ -154,6 +154,8 @@ class Reach:
     log_filter: ScrubPassword | None = None
     route: Route | None = None
     """What ``poolers.probe`` saw between the store and PostgreSQL (None: not probed yet)."""
+    layout: LayoutStatus | None = None
+    """What the layout check found (None: not checked yet)."""
 
     @classmethod
     async def build(
@@ -190,7 +192,7 @@ class Reach:
             try:
                 second = functools.partial(connect, pool_conninfo, **kwargs)
                 route = await probe(first, second, prepare=prepare, within=connect_timeout)
-                await ensure_layout(first, schema, statement_timeout=connect_timeout)
+                layout = await ensure_layout(first, schema, statement_timeout=connect_timeout)
             finally:
                 await first.close()
             pool = AsyncConnectionPool(
@@ -206,6 +208,7 @@ class Reach:
             conninfo = store_conninfo(listen_dsn or dsn)
             reach = cls(pool, True, conninfo, kwargs, dsn, prepare, connect_timeout)
             reach.route = route
+            reach.layout = layout
         if reach.secret:
             reach.log_filter = ScrubPassword(reach.secret)
             pool_log.addFilter(reach.log_filter)
@@ -254,7 +257,7 @@ class Reach:
             if not self.prepare:
                 conn.prepare_threshold = None
             await check_pool_connection(conn, schema)
-            await ensure_layout(conn, schema, statement_timeout=self.connect_timeout)
+            self.layout = await ensure_layout(conn, schema, statement_timeout=self.connect_timeout)
 
 
 def check_pooler(pooler: object, *, setting: str = "pooler") -> Pooler:

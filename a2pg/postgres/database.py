@@ -20,7 +20,8 @@ from datetime import datetime
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, AsyncRawCursor, sql
+from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, AsyncRawCursor, postgres, sql
+from psycopg.adapt import Dumper
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -30,6 +31,7 @@ from . import codec
 from .deadlines import CALL_TIMEOUT, Abandoner, Deadline
 from .errors import CallTimeout, log, retrying
 from .queries import Positional, Statements
+from .shards import Shards
 from .writes import SessionHead, WritePlan
 
 T = TypeVar("T")
@@ -64,6 +66,25 @@ async def execute_positional(
     cur: AsyncRawCursor[DictRow] = AsyncRawCursor(conn, row_factory=dict_row)
     await cur.execute(statement.text, statement.values(params))
     return cur
+
+
+class ServerNow(str):
+    """A timestamptz parameter that is the server's time: the text ``'now'``, typed, which
+    PostgreSQL reads when it binds it (the transaction's start). Untyped, Citus would
+    pass it on to a worker node that cannot tell its type."""
+
+    __slots__ = ()
+
+
+class _ServerNowDumper(Dumper):
+    oid = postgres.types["timestamptz"].oid
+
+    def dump(self, obj: object) -> bytes:
+        return b"now"
+
+
+psycopg.adapters.register_dumper(ServerNow, _ServerNowDumper)
+SERVER_NOW = ServerNow("now")
 
 
 def finished(value: T) -> Finish[T]:
@@ -102,6 +123,21 @@ async def drain_pipeline(conn: Conn, pipeline: AsyncPipeline) -> None:
             return
         with contextlib.suppress(psycopg.Error):
             await pipeline.sync()
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """The rows of one statement run once per session (``Statements.by_session``), read as
+    the rows of one cursor."""
+
+    cursors: list[AsyncCursor[DictRow]]
+
+    async def fetchall(self) -> list[DictRow]:
+        return [row for cur in self.cursors for row in await cur.fetchall()]
+
+    async def fetchone(self) -> DictRow | None:
+        rows = await self.fetchall()
+        return rows[0] if rows else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +202,12 @@ class Tx:
     async def execute(
         self, statement: Statement, params: Params | None = None
     ) -> AsyncCursor[DictRow]:
+        if isinstance(statement, bytes) and params is not None:
+            parts = self.statements.by_session(statement, dict(params))
+            if len(parts) > 1:  # on Citus: one statement per session, in order
+                cursors = [await execute(self.conn, statement, part) for part in parts]
+                return Joined(cursors)  # type: ignore[return-value]
+            params = parts[0]
         return await execute(self.conn, statement, params)
 
     async def execute_positional(
@@ -241,6 +283,8 @@ class Database:
         self._announce = announce
         self._pool_check: asyncio.Task[None] | None = None
         self._deadlines = Abandoner(call_timeout)
+        self.shards: Shards | None = None
+        """On Citus, the shard groups the claims go round (``shards``)."""
 
     @property
     def call_timeout(self) -> float:
@@ -257,14 +301,16 @@ class Database:
         return self.statements.query(name, limit=limit)
 
     @asynccontextmanager
-    async def connection(self, deadline: Deadline | None = None) -> AsyncIterator[Conn]:
+    async def connection(
+        self, deadline: Deadline | None = None, pool: AsyncConnectionPool[Any] | None = None
+    ) -> AsyncIterator[Conn]:
         """A connection of the pool; with ``prepare`` off, psycopg prepares nothing on it
         (also on a pool passed in, whose connections the store did not make). Under a
         ``deadline`` the connection is abandoned when it passes, until the pool has it
         back (see ``deadlines``): what fails then is ``CallTimeout``, which ``retrying``
         neither retries nor takes for a lost connection."""
         try:
-            async with self.pool.connection() as conn:
+            async with (pool or self.pool).connection() as conn:
                 if deadline is not None:
                     deadline.attach(conn)
                 if not self.prepare:
@@ -292,6 +338,23 @@ class Database:
         """The injected clock's time, or None: SQL then takes the server's."""
         return None if self.clock is None else self.clock()
 
+    def moment(self) -> datetime | ServerNow:
+        """The injected clock's time, or :data:`SERVER_NOW`, which PostgreSQL reads when it
+        binds the parameter (the transaction's start): a constant, where Citus allows no
+        function's call."""
+        injected = self.now_param()
+        return SERVER_NOW if injected is None else injected
+
+    async def _notify(self, conn: Conn, rows: Sequence[DictRow]) -> None:
+        """On Citus, sends from the coordinator the notifications the rows of a committed
+        statement hold (``notify_payloads``; see ``notify_ready@citus``)."""
+        if self.statements.dialect != "citus" or not rows or "notify_payloads" not in rows[0]:
+            return
+        payloads = sorted({p for row in rows for p in row["notify_payloads"] or ()})
+        if payloads:
+            params = {"channel": self.channel, "payloads": payloads}
+            await execute(conn, self.query("notify_sessions"), params)
+
     async def run(
         self, statement: Statement, params: Params, *, idempotent: bool = True
     ) -> list[DictRow]:
@@ -300,7 +363,9 @@ class Database:
         async def run(deadline: Deadline) -> list[DictRow]:
             async with self.connection(deadline) as conn:
                 cur = await execute(conn, statement, params)
-                return await cur.fetchall() if cur.description is not None else []
+                rows = await cur.fetchall() if cur.description is not None else []
+                await self._notify(conn, rows)
+                return rows
 
         return await self._call(run, idempotent=idempotent)
 
@@ -324,9 +389,24 @@ class Database:
                     if declined is not None and declined(exc):
                         return None
                     raise
-                return await cur.fetchall()
+                rows = await cur.fetchall()
+                await self._notify(conn, rows)
+                return rows
 
         return await self._call(run, idempotent=idempotent)
+
+    async def write_on(
+        self, pool: AsyncConnectionPool[Any], statement: Positional, params: Params
+    ) -> list[DictRow]:
+        """One writing statement on a connection of ``pool`` (a Citus node's), under the
+        store's deadline; not retried after a lost connection (it claims)."""
+
+        async def run(deadline: Deadline) -> list[DictRow]:
+            async with self.connection(deadline, pool) as conn:
+                cur = await execute_positional(conn, statement, params)
+                return await cur.fetchall()
+
+        return await self._call(run, idempotent=False)
 
     def announce(self, appended: Sequence[str], work: Sequence[str]) -> None:
         """Tells this store's streams and wakeups what a commit did (``Announce``)."""
@@ -359,6 +439,7 @@ class Database:
                     raise
                 value = await finish()
                 notified = [] if tx.notify is None else await tx.notify.fetchall()
+                await self._notify(conn, notified)
             appended = () if tx.plan is None else sorted(tx.plan.appended)
             self._announce(appended, [*tx.work, *(row["session_id"] for row in notified)])
             return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,6 +69,21 @@ def transient(exc: BaseException, *, idempotent: bool) -> bool:
     return idempotent and connection_lost(exc)
 
 
+_UNIQUE = re.compile(r'^duplicate key value violates unique constraint "(.+?)(?:_\d+)?"$')
+
+
+def violated(exc: psycopg.Error) -> str | None:
+    """The unique constraint ``exc`` says a write broke, if that is what it says. Citus
+    names the shard's constraint (``a2_events_event_id_102008``) in its message only,
+    and may report it from a worker as an internal error: both read as the table's."""
+    if exc.sqlstate not in ("23505", "XX000"):
+        return None
+    if exc.diag.constraint_name is not None and exc.sqlstate == "23505":
+        return exc.diag.constraint_name
+    found = _UNIQUE.match(exc.diag.message_primary or "")
+    return None if found is None else found.group(1)
+
+
 @contextmanager
 def translated() -> Iterator[None]:
     """Turns the psycopg errors that mean bad input or a missing schema into ``A2Error``.
@@ -81,8 +97,8 @@ def translated() -> Iterator[None]:
             "STORE_NOT_CONFIGURED",
             f"a2pg's tables are missing ({exc.diag.message_primary}); run `a2pg migrate`",
         ) from exc
-    except pg.UniqueViolation as exc:
-        if exc.diag.constraint_name == "a2_events_event_id":
+    except (pg.UniqueViolation, pg.InternalError_) as exc:
+        if violated(exc) == "a2_events_event_id":
             raise A2Error(
                 "PARTIAL_DUPLICATE_BATCH",
                 f"an event id of the batch already exists ({exc.diag.message_detail})",

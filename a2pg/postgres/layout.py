@@ -96,6 +96,9 @@ class LayoutStatus:
     expected: str = HEAD_REVISION
     misdistributed: tuple[tuple[str, str], ...] = ()
     """On Citus, ``(table, what it is)`` for each table not of its kind (``undistributed``)."""
+    distributed: bool = False
+    """A current layout on Citus, every table of its kind: the store runs its Citus
+    statements (``queries.DIALECTS``)."""
 
     @property
     def is_current(self) -> bool:
@@ -205,6 +208,8 @@ def layout_reads(schema: str) -> Reads:
         wrong = citus.misdistributed(kinds)
         if wrong:
             status = replace(status, state="undistributed", misdistributed=wrong)
+        else:
+            status = replace(status, distributed=True)
     return status
 
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import psycopg
 from psycopg import AsyncCursor
-from psycopg import errors as pg
 from psycopg.rows import DictRow
 
 from ..contract.args import AppendArgs, ReadArgs, SessionsArgs, WakeLogArgs
@@ -24,6 +23,7 @@ from ..ids import IdGenerator
 from ..models import AppendResult, Consumer, Cursor, SessionInfo, StoredEvent, WakeLogResult
 from . import codec
 from .database import MAX_INDEX, Database, Finish, Tx, finished
+from .errors import violated
 from .queries import Positional
 from .writes import columns, push
 
@@ -66,9 +66,7 @@ def fits_one_statement(args: AppendArgs) -> bool:
 def _declined(exc: psycopg.Error) -> bool:
     """What ``append_fresh`` leaves to ``append``: a supplied id taken (the transaction
     tells a replay from a partial duplicate) and its own marker (see the statement)."""
-    if isinstance(exc, pg.UniqueViolation):
-        return exc.diag.constraint_name == "a2_events_event_id"
-    return APPEND_DECLINED in str(exc)
+    return violated(exc) == "a2_events_event_id" or APPEND_DECLINED in str(exc)
 
 
 def event_ids(args: AppendArgs, new_id: IdGenerator) -> list[str]:

@@ -47,7 +47,7 @@ class PostgresPresence:
             "seen": write.seen_json,
             "at": write.at,
             "ttl": timedelta(seconds=write.ttl),
-            "now": self._db.now_param(),
+            "now": self._db.moment(),
         }
         rows = await self._db.run(self._db.query("presence_write"), params, idempotent=True)
         applied = {row["field"] for row in rows}

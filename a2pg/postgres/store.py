@@ -77,6 +77,7 @@ from .layout import DEFAULT_SCHEMA, check_schema
 from .poolers import settle
 from .presence import PostgresPresence
 from .registry import Registry
+from .shards import Shards
 from .streams import Connect, Listener, Scrub, channel_name
 
 logger = logging.getLogger("a2pg.postgres")
@@ -290,7 +291,29 @@ class PostgresStore(CheckedStore):
         except BaseException:
             await store.close()
             raise
+        if reach.layout is not None and reach.layout.distributed:
+            try:
+                await store._distributed(reach.conninfo, reach.conn_kwargs)
+            except BaseException:
+                await store.close()
+                raise
         return store
+
+    async def _distributed(self, conninfo: str, kwargs: dict[str, Any]) -> None:
+        """The schema's tables are Citus's: run the statements' Citus variants, and the
+        claims shard group by shard group where each is (``shards``)."""
+        statements = queries.statements(self._schema, "citus")
+        self._db.statements = statements
+        self._listener.statements = statements
+        shards = Shards(self._schema, conninfo, kwargs)
+        async with self._db.pool.connection() as conn:
+            await shards.load(conn)
+        self._db.shards = shards
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the store runs on Citus (its tables distributed, ``a2pg/postgres/citus.py``)."""
+        return self._db.statements.dialect == "citus"
 
     async def close(self) -> None:
         """Ends streams and wakeups, closes the LISTEN connection and the pool (if owned);
@@ -298,6 +321,8 @@ class PostgresStore(CheckedStore):
         self._closed = True
         await self._feed.close()  # and the LISTEN connection, its source
         self._db.close()
+        if self._db.shards is not None:
+            await self._db.shards.close()
         if self._owns_pool:
             await self._db.pool.close()
         if self._log_filter is not None:
@@ -411,6 +436,9 @@ class PostgresStore(CheckedStore):
         other fresh ones returning nothing in one transaction of one round trip; the rest
         in two. Not retried after a lost connection (like ``claim_any``: a claim whose
         commit went unanswered lapses and counts a failure)."""
+        if self._db.shards is not None:  # Citus: the claim runs where each shard group is
+            completed = await self._complete_attempts(items) if items else []
+            return CompletedAndClaimed(completed, await self._claim_any(claim))
         if outcomes.fits_one_statement(items):
             done = await outcomes.complete_and_claim_one(self._db, items, claim)
             if done is not None:

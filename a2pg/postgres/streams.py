@@ -110,7 +110,7 @@ class Listener:
         reconnect: Backoff | None = None,
     ) -> None:
         self._connect = connect
-        self._statements = statements
+        self.statements = statements
         self._channel = channel
         self._poll_interval = poll_interval
         self._clock = clock
@@ -277,14 +277,14 @@ class Listener:
         if self.feed.wants_work:
             now = None if self._clock is None else self._clock()
             cur = await conn.execute(
-                self._statements.query("ready_sessions"), {"now": now, "limit": READY_POLL_LIMIT}
+                self.statements.query("ready_sessions"), {"now": now, "limit": READY_POLL_LIMIT}
             )
             for (session_id,) in await cur.fetchall():
                 self.feed.work(session_id)
         streamed = self.feed.streamed()
         if streamed:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(self._statements.query("session_heads"), {"session_ids": streamed})
+            await cur.execute(self.statements.query("session_heads"), {"session_ids": streamed})
             for row in await cur.fetchall():
                 self.feed.head_seen(row["session_id"], int(row["head"]))
 

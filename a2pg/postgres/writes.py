@@ -270,12 +270,15 @@ class WritePlan:
         ]
         for statement, table, extra in steps:
             if next(iter(table.values())):
-                await conn.execute(statement, {**table, **extra})
+                for params in statements.by_session(statement, {**table, **extra}):
+                    await conn.execute(statement, params)
         if self.moved_heads:
             heads = columns("session_ids", "heads")
             for session_id in sorted(self.moved_heads):
                 push(heads, session_id, self.sessions[session_id].head)
-            await conn.execute(statements.query("set_session_heads"), heads)
+            statement = statements.query("set_session_heads")
+            for params in statements.by_session(statement, heads):
+                await conn.execute(statement, params)
 
     def _reused_ids(self) -> Columns:
         """The new events' ids in sessions that were cleared: old events may hold them."""

@@ -15,6 +15,17 @@ select session_id, consumer, cursor_key, idx, attempt, lane, holder, ready_at, s
 on conflict do nothing
 returning 1
 
+-- fragment: record_attempts@citus
+-- As record_attempts, of one session (`session_id`): Citus runs a statement on the
+-- session's shard only when what it inserts names the session itself.
+insert into {schema}.a2_attempts (session_id, consumer, cursor_key, idx, attempt, lane, holder,
+                                  ready_at, started_at, ended_at, outcome, error)
+select %(session_id)s::text, consumer, cursor_key, idx, attempt, lane, holder, ready_at,
+       started_at, ended_at, outcome, error
+  from ended
+on conflict do nothing
+returning 1
+
 -- name: record_attempt
 -- One finished attempt (cancel_head of a claimed head).
 with ended as (
@@ -49,6 +60,17 @@ with gone as (
 delete from {schema}.a2_attempts a
  using gone
  where a.ctid = gone.ctid
+returning 1;
+
+-- name: prune_attempts@citus
+-- As prune_attempts, the attempts found by key: a row's ctid means nothing across shards.
+delete from {schema}.a2_attempts a
+ where (a.session_id, a.consumer, a.cursor_key, a.idx, a.attempt) in (
+   select g.session_id, g.consumer, g.cursor_key, g.idx, g.attempt
+     from {schema}.a2_attempts g
+    where g.ended_at < %(before)s::timestamptz
+    order by g.ended_at
+    limit %(limit)s::bigint)
 returning 1;
 
 -- name: activity

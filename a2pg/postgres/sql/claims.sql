@@ -8,7 +8,7 @@
 released as (
   delete from {schema}.a2_snapshot_pins p
    using claimed k
-   where k.exhausted and p.session_id = k.session_id and p.consumer = k.consumer
+   where k.exhausted and p.session_id = %(session_id)s and p.consumer = k.consumer
      and p.cursor_key = k.cursor_key and p.event_index = k.head
   returning p.session_id, p.consumer, p.cursor_key, p.event_index, p.reducer, p.up_to_index
 ), history as (
@@ -26,6 +26,13 @@ c.consumer <> all(array(select p.consumer from {schema}.a2_consumer_pauses p))
 -- timestamptz plus days moves by the session's TimeZone (23 or 25 hours across a DST
 -- change): seconds keep the lease independent of the connection's settings.
 pg_catalog.make_interval(secs => extract(epoch from %(ttl)s::interval)) as ttl
+
+-- fragment: lease_end
+-- The start of a CTE `t` of the time and `lease_end`, the time plus the lease, computed
+-- here: Citus refuses a function (timestamptz + interval depends on the TimeZone) of a
+-- column in an UPDATE, and any function's call in its CASE or COALESCE.
+select x.*, x.now + x.ttl as lease_end
+  from (
 
 -- fragment: head_event_columns
 -- A claimed or dead head's event beside its cursor row: the `e_` columns codec.head reads.
@@ -47,13 +54,31 @@ select g.session_id, g.consumer, g.cursor_key, g.head as idx, g.old_attempt as a
   from taken g cross join t
  where g.old_holder is not null
 
+-- fragment: lock_eligible
+-- claim_session's picks are locked as they are read, in their order.
+for update of c
+
+-- fragment: lock_eligible@citus
+-- On Citus a locking read in a CTE that Citus runs apart (its results sent on as
+-- intermediate results) fails ("missing data for column"): the update re-checks
+-- instead (recheck_eligible@citus), on the row as it is when it locks it.
+
+-- fragment: recheck_eligible
+-- (the picks are locked: lock_eligible)
+
+-- fragment: recheck_eligible@citus
+and c.head = g.head and c.failed_at is null and c.attempt_count = g.old_attempt
+and (c.claim_expires_at is null or c.claim_expires_at <= t.now)
+
 -- name: claim_session
 -- Claims every eligible head of one session (the caller holds the session row), paused
 -- consumers' heads apart. A lapsed claim counts a failure; reaching max_failures
 -- dead-letters the head instead.
-with t as (
+with t as materialized (
+  -- include: lease_end
   select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now,
          -- include: lease_ttl
+  ) x
 ), s as (
   select clear_index from {schema}.a2_sessions where session_id = %(session_id)s
 ), eligible as (
@@ -81,7 +106,7 @@ with t as (
         where x.consumer = c.consumer and x.cursor_key = c.cursor_key and x.idx = c.head)
      and (c.claim_expires_at is null or c.claim_expires_at <= (select now from t))
    order by c.head, c.consumer collate "C", c.cursor_key collate "C"
-     for update of c
+     -- include: lock_eligible
 ), claimed as (
   update {schema}.a2_cursors c
      set attempt_count = c.attempt_count + 1,
@@ -93,13 +118,14 @@ with t as (
          last_ready_at = case when g.exhausted then c.last_ready_at else c.ready_at end,
          claim_holder = case when g.exhausted then null else %(holder)s end,
          claim_expires_at = case when g.exhausted then null
-                                 else t.now + t.ttl end,
+                                 else t.lease_end end,
          failed_at = case when g.exhausted then t.now end,
          ready_at = case when g.exhausted then null
-                         else t.now + t.ttl end
+                         else t.lease_end end
     from eligible g cross join t
-   where c.session_id = g.session_id and c.consumer = g.consumer
+   where c.session_id = %(session_id)s and c.consumer = g.consumer
      and c.cursor_key = g.cursor_key
+     -- include: recheck_eligible
   returning c.*, g.exhausted
 ), taken as (
   select * from eligible where old_holder is not null
@@ -112,7 +138,7 @@ with t as (
 select k.*, (select clear_index from s) as clear_index,
        -- include: head_event_columns
   from claimed k
-  join {schema}.a2_events e on e.session_id = k.session_id and e.idx = k.head
+  join {schema}.a2_events e on e.session_id = %(session_id)s and e.idx = k.head
  order by k.head, k.consumer collate "C", coalesce(k.lane, '') collate "C",
           k.cursor_key collate "C";
 
@@ -327,12 +353,16 @@ with done as (
 -- name: renew_claims
 -- Extends the live claims of `holder` at exactly these attempts. Heads at or below the
 -- clear index stay parked (ready_at null): a renewal must not hand them to claim_any.
+with t as materialized (
+  -- include: lease_end
+  select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now,
+         -- include: lease_ttl
+  ) x
+)
 update {schema}.a2_cursors c
-   set claim_expires_at = t.now + t.ttl,
-       ready_at = t.now + t.ttl
-  from (select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now,
-               -- include: lease_ttl
-       ) t,
+   set claim_expires_at = t.lease_end,
+       ready_at = t.lease_end
+  from t,
        rows from (pg_catalog.unnest(%(consumers)s::text[]),
                   pg_catalog.unnest(%(keys)s::text[]),
                   pg_catalog.unnest(%(idxs)s::bigint[]),
@@ -352,11 +382,13 @@ returning c.consumer, c.cursor_key, c.head;
 -- claim fences the released attempt out. Heads at or below the clear index stay parked.
 -- Notifies the session once when anything was released (an InitPlan: evaluated at most
 -- once, and only when a released row is returned).
-with released as (
+with t as materialized (
+  select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now
+), released as (
   update {schema}.a2_cursors c
-     set claim_holder = null, claim_expires_at = null,
-         ready_at = coalesce(%(now)s::timestamptz, pg_catalog.now())
-    from rows from (pg_catalog.unnest(%(consumers)s::text[]),
+     set claim_holder = null, claim_expires_at = null, ready_at = t.now
+    from t,
+         rows from (pg_catalog.unnest(%(consumers)s::text[]),
                     pg_catalog.unnest(%(keys)s::text[]),
                     pg_catalog.unnest(%(idxs)s::bigint[]),
                     pg_catalog.unnest(%(attempts)s::int[]))
@@ -378,14 +410,30 @@ with released as (
 ), recorded as (
   -- include: record_attempts
 ), notified as (
-  select pg_catalog.pg_notify(%(channel)s,
-                   pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text)
-    from {schema}.a2_sessions s
-   where s.session_id = %(session_id)s and exists (select 1 from released)
+  -- include: release_notified
 )
 select r.consumer, r.cursor_key, r.head,
+       -- include: release_notify_payloads
        (select pg_catalog.count(*) from notified) as notified
   from released r;
+
+-- fragment: release_notified
+select pg_catalog.pg_notify(%(channel)s,
+                 pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text)
+  from {schema}.a2_sessions s
+ where s.session_id = %(session_id)s and exists (select 1 from released)
+
+-- fragment: release_notified@citus
+-- The payload comes back (`notify_payloads`, see notify_ready@citus).
+select pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text as payload
+  from {schema}.a2_sessions s
+ where s.session_id = %(session_id)s and exists (select 1 from released)
+
+-- fragment: release_notify_payloads
+-- (nothing on plain PostgreSQL: the statement notified)
+
+-- fragment: release_notify_payloads@citus
+array(select payload from notified) as notify_payloads,
 
 -- name: ready_sessions
 -- The sessions whose oldest heads are claimable now: what a wakeups poll announces. A
@@ -404,16 +452,13 @@ select distinct r.session_id
 -- next_due_in: seconds until the soonest readiness still to come of the served consumers'
 -- heads (a delay's, a backoff's or a lease's end), paused consumers' apart: a walk of
 -- a2_cursors_ready from now on that stops at the first served head.
-with t as (
-  select coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()) as now
-)
 select extract(epoch from (
          select c.ready_at
            from {schema}.a2_cursors c
-          where c.ready_at > t.now
+          where c.ready_at > coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp())
             and (%(names)s::text[] is null or c.consumer = any(%(names)s::text[]))
             and
                 -- include: not_paused
           order by c.ready_at
-          limit 1) - t.now)::float8 as due_in
-  from t;
+          limit 1)
+       - coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp()))::float8 as due_in;

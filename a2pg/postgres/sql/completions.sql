@@ -118,7 +118,10 @@ update {schema}.a2_cursors c
 -- its exact attempt (re-checked on the row as locked). If any misses its fence the
 -- statement fails with the marker below and the transaction rolls back; the caller then
 -- judges the batch one by one.
-with k as (
+with t as materialized (
+  -- The time, read once (Citus refuses a function's call inside CASE or COALESCE).
+  select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now
+), k as (
   select *
     from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
                     pg_catalog.unnest(%(consumers)s::text[]),
@@ -144,17 +147,15 @@ with k as (
      set position = c.head,
          head = m.next_head,
          ready_at = case when m.next_head is null then null
-                         else greatest(coalesce(%(now)s::timestamptz, pg_catalog.now()),
-                                       m.lane_due) end,
-         claim_expires_at = case when m.lane_due > coalesce(%(now)s::timestamptz, pg_catalog.now())
-                                 then m.lane_due end,
+                         else greatest(t.now, m.lane_due) end,
+         claim_expires_at = case when m.lane_due > t.now then m.lane_due end,
          completed_idx = case when m.kind = 'lane' then c.completed_idx else c.head end,
          completed_attempt = case when m.kind = 'lane' then c.completed_attempt
                                   else m.attempt end,
          returned_event_ids = case when m.kind = 'lane' then c.returned_event_ids
                                    else array[]::text[] end,
          -- include: no_attempts
-    from moved m
+    from moved m cross join t
    where c.session_id = m.session_id and c.consumer = m.consumer
      and c.cursor_key = m.cursor_key and c.head = m.head
      and c.attempt_count = m.attempt and c.claim_holder is not null and c.failed_at is null
@@ -162,9 +163,8 @@ with k as (
 ), ended as (
   select m.session_id, m.consumer, m.cursor_key, m.head as idx, m.attempt, m.lane,
          m.claim_holder as holder, m.last_ready_at as ready_at, m.last_claimed_at as started_at,
-         coalesce(%(now)s::timestamptz, pg_catalog.now()) as ended_at,
-         'completed' as outcome, null::text as error
-    from moved m
+         t.now as ended_at, 'completed' as outcome, null::text as error
+    from t cross join moved m
     join advanced a
       on a.session_id = m.session_id and a.consumer = m.consumer
      and a.cursor_key = m.cursor_key
@@ -180,6 +180,74 @@ with k as (
 )
 select (case when pg_catalog.count(*) = %(count)s then null
              else 'a2pg: a completion missed its fence' end)::int as missed
+  from advanced;
+
+-- name: complete_fenced@citus
+-- As complete_fenced, for one session (`session_id`, Statements.by_session): each table
+-- filtered by the session itself, which Citus runs on the session's shard; its fence
+-- counts the session's own completions.
+with t as materialized (
+  -- The time, read once (Citus refuses a function's call inside CASE or COALESCE).
+  select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now
+), k as (
+  select *
+    from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                    pg_catalog.unnest(%(consumers)s::text[]),
+                    pg_catalog.unnest(%(keys)s::text[]),
+                    pg_catalog.unnest(%(heads)s::bigint[]),
+                    pg_catalog.unnest(%(attempts)s::int[]))
+         as u (session_id, consumer, cursor_key, head, attempt)
+), moved as (
+  select c.session_id, c.consumer, c.cursor_key, c.kind, c.lane, c.head, k.attempt,
+         c.claim_holder, c.last_ready_at, c.last_claimed_at,
+         -- include: next_head
+         ,
+         -- include: lane_due
+    from k
+    join {schema}.a2_cursors c
+      on c.session_id = %(session_id)s and c.consumer = k.consumer
+     and c.cursor_key = k.cursor_key and c.head = k.head
+    join {schema}.a2_sessions s on s.session_id = %(session_id)s
+   where c.attempt_count = k.attempt and c.claim_holder is not null
+     and c.failed_at is null and c.head > s.clear_index
+), advanced as (
+  update {schema}.a2_cursors c
+     set position = c.head,
+         head = m.next_head,
+         ready_at = case when m.next_head is null then null
+                         else greatest(t.now, m.lane_due) end,
+         claim_expires_at = case when m.lane_due > t.now then m.lane_due end,
+         completed_idx = case when m.kind = 'lane' then c.completed_idx else c.head end,
+         completed_attempt = case when m.kind = 'lane' then c.completed_attempt
+                                  else m.attempt end,
+         returned_event_ids = case when m.kind = 'lane' then c.returned_event_ids
+                                   else array[]::text[] end,
+         -- include: no_attempts
+    from moved m cross join t
+   where c.session_id = %(session_id)s and c.consumer = m.consumer
+     and c.cursor_key = m.cursor_key and c.head = m.head
+     and c.attempt_count = m.attempt and c.claim_holder is not null and c.failed_at is null
+  returning c.session_id, c.consumer, c.cursor_key
+), ended as (
+  select m.session_id, m.consumer, m.cursor_key, m.head as idx, m.attempt, m.lane,
+         m.claim_holder as holder, m.last_ready_at as ready_at, m.last_claimed_at as started_at,
+         t.now as ended_at, 'completed' as outcome, null::text as error
+    from t cross join moved m
+    join advanced a
+      on a.session_id = m.session_id and a.consumer = m.consumer
+     and a.cursor_key = m.cursor_key
+), recorded as (
+  -- include: record_attempts
+), lanes as (
+  update {schema}.a2_lane_events l
+     set done = true, completed_attempt = m.attempt, returned_event_ids = array[]::text[]
+    from moved m
+   where m.kind = 'lane' and l.session_id = %(session_id)s and l.consumer = m.consumer
+     and l.lane = m.lane and l.idx = m.head
+  returning 1
+)
+select (case when pg_catalog.count(*) = pg_catalog.cardinality(%(session_ids)s::text[])
+             then null else 'a2pg: a completion missed its fence' end)::int as missed
   from advanced;
 
 -- name: fail_head

@@ -72,6 +72,19 @@ select c.*
    and c.cursor_key = k.cursor_key
    for update of c;
 
+-- name: select_cursors@citus
+-- As select_cursors, for one session (`session_id`, Statements.by_session): Citus plans it on
+-- the session's shard when each table is filtered by the session itself.
+select c.*
+  from {schema}.a2_cursors c
+  join rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                  pg_catalog.unnest(%(consumers)s::text[]),
+                  pg_catalog.unnest(%(keys)s::text[]))
+       as k (session_id, consumer, cursor_key)
+    on c.session_id = %(session_id)s and c.consumer = k.consumer
+   and c.cursor_key = k.cursor_key
+   for update of c;
+
 -- name: select_lane_events
 select l.session_id, l.consumer, l.lane, l.idx, l.done, l.completed_attempt,
        l.returned_event_ids
@@ -145,6 +158,43 @@ select s.session_id, s.head, s.clear_index, w.pending, w.dead_letters,
      where c.session_id = s.session_id and c.head is not null
   ) w
   left join blocked b on b.session_id = s.session_id
+ order by s.session_id collate "C";
+
+-- name: sessions_page@citus
+-- As sessions_page, in the shapes Citus plans: the page (one ordered range scan per
+-- shard, merged), then each table joined to it on session_id alone (the page is sent to
+-- the shards), no lateral join.
+with page as materialized (
+  select session_id, head, clear_index
+    from {schema}.a2_sessions
+   where session_id collate "C" > %(after)s::text
+   order by session_id collate "C"
+   limit %(limit)s::bigint
+), heads as (
+  select c.session_id,
+         pg_catalog.count(*) filter (where c.head > p.clear_index and c.failed_at is null)
+           as pending,
+         pg_catalog.count(*) filter (where c.head > p.clear_index and c.failed_at is not null)
+           as dead_letters,
+         pg_catalog.sum(
+           -- include: blocked_behind
+         ) filter (where c.failed_at is not null and c.kind <> 'event'
+                     and c.head > p.clear_index) as blocked
+    from page p
+    join {schema}.a2_cursors c on c.session_id = p.session_id
+   where c.head is not null
+   group by c.session_id
+), newest as (
+  select e.session_id, e.created_at
+    from page p
+    join {schema}.a2_events e on e.session_id = p.session_id and e.idx = p.head
+)
+select s.session_id, s.head, s.clear_index, coalesce(w.pending, 0)::bigint as pending,
+       coalesce(w.dead_letters, 0)::bigint as dead_letters,
+       coalesce(w.blocked, 0)::bigint as blocked, n.created_at as last_event_at
+  from page s
+  left join heads w on w.session_id = s.session_id
+  left join newest n on n.session_id = s.session_id
  order by s.session_id collate "C";
 
 -- name: free_stale_ids
@@ -229,6 +279,36 @@ on conflict (session_id, consumer, cursor_key) do update set
   -- include: no_attempts
 where c.head is null or c.head <= excluded.position;
 
+-- name: queue_lane_heads@citus
+-- As queue_lane_heads, for one session (`session_id`, Statements.by_session), in the shape
+-- Citus runs on the session's shard: every table filtered by the session itself, the
+-- write in a CTE (an INSERT ... SELECT that reads a distributed table is not planned).
+with s as (
+  select clear_index from {schema}.a2_sessions where session_id = %(session_id)s
+), queued as (
+  insert into {schema}.a2_cursors as c (session_id, consumer, cursor_key, kind, lane, position,
+                                        head, ready_at, claim_expires_at)
+  select %(session_id)s::text, k.consumer, k.cursor_key, 'lane', k.lane, s.clear_index, k.idx,
+         coalesce(k.due, %(now)s::timestamptz), k.due
+    from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                    pg_catalog.unnest(%(consumers)s::text[]),
+                    pg_catalog.unnest(%(keys)s::text[]),
+                    pg_catalog.unnest(%(lanes)s::text[]),
+                    pg_catalog.unnest(%(idxs)s::bigint[]),
+                    pg_catalog.unnest(%(dues)s::timestamptz[]))
+         as k (session_id, consumer, cursor_key, lane, idx, due)
+   cross join s
+  on conflict (session_id, consumer, cursor_key) do update set
+    head = excluded.head,
+    position = greatest(c.position, excluded.position),
+    ready_at = excluded.ready_at,
+    claim_expires_at = excluded.claim_expires_at,
+    -- include: no_attempts
+  where c.head is null or c.head <= excluded.position
+  returning 1
+)
+select pg_catalog.count(*) from queued;
+
 -- name: refresh_log_types
 -- Records each declared log consumer's types on its cursor (the seeds' refreshLogTypes).
 update {schema}.a2_cursors c
@@ -283,6 +363,46 @@ on conflict (session_id, consumer, cursor_key) do update set
   ready_at = case when c.head is null then excluded.ready_at else c.ready_at end
 where c.kind = 'log';
 
+-- name: wake_log_cursors@citus
+-- As wake_log_cursors, for one session (`session_id`, Statements.by_session), in the shape
+-- Citus runs on the session's shard (see queue_lane_heads@citus).
+with k as (
+  select u.session_id, u.consumer, u.cursor_key, u.lane, u.position,
+         case when u.types_json is null then null
+              else array(select pg_catalog.json_array_elements_text(u.types_json::json)) end as types
+    from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                    pg_catalog.unnest(%(consumers)s::text[]),
+                    pg_catalog.unnest(%(keys)s::text[]),
+                    pg_catalog.unnest(%(lanes)s::text[]),
+                    pg_catalog.unnest(%(types)s::text[]),
+                    pg_catalog.unnest(%(positions)s::bigint[]))
+         as u (session_id, consumer, cursor_key, lane, types_json, position)
+), woken as (
+  select k.*, (select pg_catalog.min(e.idx)
+                 from {schema}.a2_events e
+                where e.session_id = %(session_id)s
+                  and e.idx > coalesce(cur.position, k.position)
+                  and e.event_type <> 'a2.cleared'
+                  and (k.types is null or e.event_type = any(k.types))) as next_head
+    from k
+    left join {schema}.a2_cursors cur
+      on cur.session_id = %(session_id)s and cur.consumer = k.consumer
+     and cur.cursor_key = k.cursor_key
+), woke as (
+  insert into {schema}.a2_cursors as c (session_id, consumer, cursor_key, kind, lane, position, head,
+                               types, ready_at)
+  select %(session_id)s::text, w.consumer, w.cursor_key, 'log', w.lane, w.position, w.next_head,
+         w.types, case when w.next_head is null then null else %(now)s::timestamptz end
+    from woken w
+  on conflict (session_id, consumer, cursor_key) do update set
+    types = excluded.types,
+    head = coalesce(c.head, excluded.head),
+    ready_at = case when c.head is null then excluded.ready_at else c.ready_at end
+  where c.kind = 'log'
+  returning 1
+)
+select pg_catalog.count(*) from woke;
+
 -- name: notify_ready
 -- At most one notification per session per transaction, only where this transaction
 -- made a head claimable (its ready_at is this transaction's time); returns the sessions
@@ -295,6 +415,29 @@ select s.session_id,
    and exists (select 1 from {schema}.a2_cursors c
                 where c.ready_at = coalesce(%(now)s::timestamptz, pg_catalog.now())
                   and c.session_id = s.session_id);
+
+-- name: notify_ready@citus
+-- Citus runs a statement on one session's shard where the shard is, pg_notify included
+-- (listeners of the coordinator would not hear it, and a transaction that Citus commits
+-- in two phases fails at its COMMIT): the payloads come back, and the store sends them
+-- from the coordinator once the transaction committed (notify_sessions).
+with t as (
+  select %(now)s::timestamptz as given, pg_catalog.now() as server
+)
+select s.session_id,
+       array[pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text]
+         as notify_payloads
+  from {schema}.a2_sessions s cross join t
+ where s.session_id = any(%(session_ids)s::text[])
+   and exists (select 1 from {schema}.a2_cursors c
+                where c.ready_at = coalesce(t.given, t.server)
+                  and c.session_id = s.session_id);
+
+-- name: notify_sessions
+-- On Citus, the notifications a statement's `notify_payloads` hold, sent from the
+-- coordinator (this statement reads no table: Citus runs it where it is sent).
+select pg_catalog.pg_notify(%(channel)s, p)
+  from pg_catalog.unnest(%(payloads)s::text[]) as p;
 
 -- fragment: append_events_written
 -- An append in one autocommit statement (log.append_fresh; the other shapes take
@@ -334,7 +477,7 @@ s as (
 ), inserted as (
   insert into {schema}.a2_events (session_id, idx, event_id, event_type, payload, created_at,
                                   trace_parent)
-  select t.sid, t.base + k.n, k.id, k.type, coalesce(k.payload, 'null'::json), t.now,
+  select %(session_id)s::text, t.base + k.n, k.id, k.type, coalesce(k.payload, 'null'::json), t.now,
          %(trace_parent)s::text
     from t, k
 ), g as (
@@ -342,7 +485,7 @@ s as (
 ), event_cursors as (
   insert into {schema}.a2_cursors (session_id, consumer, cursor_key, kind, position, head,
                                    ready_at)
-  select t.sid, g.c, %(event_key)s || t.base + g.n, 'event', t.base + g.n - 1, t.base + g.n,
+  select %(session_id)s::text, g.c, %(event_key)s || t.base + g.n, 'event', t.base + g.n - 1, t.base + g.n,
          t.now
     from t, g
    where g.l is null
@@ -352,17 +495,17 @@ s as (
 -- The CTEs `lane_events` and `lane_heads` (after append_events_written).
 lane_events as (
   insert into {schema}.a2_lane_events (session_id, consumer, lane, idx)
-  select t.sid, g.c, g.l, t.base + g.n from t, g where g.l is not null
+  select %(session_id)s::text, g.c, g.l, t.base + g.n from t, g where g.l is not null
 ), lane_heads as (
   -- An idle lane cursor (or one left below the clear marker) takes the lane's first new
   -- event; a busy one keeps its head and reaches the new events when it advances.
   insert into {schema}.a2_cursors as c (session_id, consumer, cursor_key, kind, lane,
                                         position, head, ready_at)
-  select t.sid, g.c, %(lane_key)s || g.l, 'lane', g.l, t.ci, t.base + pg_catalog.min(g.n),
+  select %(session_id)s::text, g.c, %(lane_key)s || g.l, 'lane', g.l, t.ci, t.base + pg_catalog.min(g.n),
          t.now
     from t, g
    where g.l is not null
-   group by t.sid, t.base, t.ci, t.now, g.c, g.l
+   group by t.base, t.ci, t.now, g.c, g.l
   on conflict (session_id, consumer, cursor_key) do update set
     head = excluded.head,
     position = greatest(c.position, excluded.position),
@@ -389,7 +532,7 @@ w as (
    cross join lateral (
      select c.consumer, c.cursor_key, c.kind, c.position, c.head
        from {schema}.a2_cursors c
-      where c.session_id = t.sid and c.consumer = w.c and c.cursor_key = w.k
+      where c.session_id = %(session_id)s::text and c.consumer = w.c and c.cursor_key = w.k
       limit 1
         for update of c) x
 ), o as (
@@ -404,7 +547,7 @@ w as (
   select o.*, coalesce(o.head, least(
            (select pg_catalog.min(e.idx)
               from {schema}.a2_events e
-             where e.session_id = t.sid and e.idx > o.position
+             where e.session_id = %(session_id)s::text and e.idx > o.position
                and e.event_type <> 'a2.cleared'
                and (o.types is null or e.event_type = any(o.types))),
            (select t.base + pg_catalog.min(k.n)
@@ -415,7 +558,7 @@ w as (
 ), log_heads as (
   insert into {schema}.a2_cursors as c (session_id, consumer, cursor_key, kind, lane,
                                         position, head, types, ready_at)
-  select t.sid, w.c, w.k, 'log', w.l, w.position, w.next, w.types,
+  select %(session_id)s::text, w.c, w.k, 'log', w.l, w.position, w.next, w.types,
          case when w.next is not null then t.now end
     from t, woken w
   on conflict (session_id, consumer, cursor_key) do update set
@@ -431,7 +574,7 @@ w as (
 -- consumer woken has a targeted lane cursor on its lane (the transaction refuses that).
 stale as (
   select t.base <> coalesce((select pg_catalog.max(e.idx) from {schema}.a2_events e
-                              where e.session_id = t.sid), 0)
+                              where e.session_id = %(session_id)s::text), 0)
          or exists (select from current x where x.kind <> 'log') as stale
     from t
 )
@@ -440,21 +583,40 @@ stale as (
 -- NOTIFY when a head became claimable (`fresh`: the heads written, each `ready` or
 -- not), then the statement's one row: the batch's base index, the clear index, the
 -- time, whether it notified, has_pending, and the marker when it must decline.
-notified as (
-  select pg_catalog.pg_notify(%(channel)s, pg_catalog.json_build_object(
-           'session_id', t.sid, 'head', t.base + %(n)s)::text)
-    from t
-   where exists (select from fresh where ready)
-)
+-- include: append_notified
 select t.base, t.ci, t.now, (select pg_catalog.count(*) from notified) as notified,
+       -- include: append_notify_payloads
        exists (select from {schema}.a2_cursors c
-                where c.session_id = t.sid and c.head > t.ci and c.failed_at is null
+                where c.session_id = %(session_id)s::text and c.head > t.ci and c.failed_at is null
                   and (t.names is null or c.consumer = any(t.names)))
        or exists (select from fresh f where t.names is null or f.consumer = any(t.names))
        as has_pending,
        (case when t.ci > 0 and %(supplied)s or (select stale from stale)
              then 'a2pg: an append must take the transaction' end)::int as retry
   from t
+
+-- fragment: append_notified
+notified as (
+  select pg_catalog.pg_notify(%(channel)s, pg_catalog.json_build_object(
+           'session_id', %(session_id)s::text, 'head', t.base + %(n)s)::text)
+    from t
+   where exists (select from fresh where ready)
+)
+
+-- fragment: append_notified@citus
+-- On Citus the payload comes back (`notify_payloads`, see notify_ready@citus).
+notified as (
+  select pg_catalog.json_build_object(
+           'session_id', %(session_id)s::text, 'head', t.base + %(n)s)::text as payload
+    from t
+   where exists (select from fresh where ready)
+)
+
+-- fragment: append_notify_payloads
+-- (nothing on plain PostgreSQL: the statement notified)
+
+-- fragment: append_notify_payloads@citus
+array(select payload from notified) as notify_payloads,
 
 -- name: append_events
 with

@@ -207,3 +207,38 @@ select p.*,
   from page p
  order by p.ready_at, p.session_id collate "C", p.head, p.consumer collate "C",
           coalesce(p.lane, '') collate "C";
+
+-- name: find_heads@citus
+-- As find_heads, in a shape Citus runs on every shard at once: each shard's first page
+-- (its heads joined to their events and sessions, which are co-located), merged and cut
+-- to the page on the coordinator. No walk of the index: Citus runs a recursive CTE only
+-- within one session.
+select c.*,
+       -- include: head_event_columns
+       , s.clear_index
+  from {schema}.a2_cursors c
+  join {schema}.a2_events e on e.session_id = c.session_id and e.idx = c.head
+  join {schema}.a2_sessions s on s.session_id = c.session_id
+ where c.ready_at is not null
+   and (c.ready_at, c.session_id collate "C", c.head, c.consumer collate "C",
+        coalesce(c.lane, '') collate "C")
+       > (coalesce(%(after_ready)s::timestamptz, '-infinity'::timestamptz),
+          %(after_session)s::text, %(after_index)s::bigint,
+          %(after_consumer)s::text, %(after_lane)s::text)
+   and
+       -- include: find_heads_times
+   and case %(state)s::text
+         when 'held' then c.claim_holder is not null
+         when 'backing_off' then c.claim_holder is null and c.failure_count > 0
+         when 'scheduled' then c.claim_holder is null and c.failure_count = 0
+         else true
+       end
+   and (%(consumer)s::text is null or c.consumer = %(consumer)s::text)
+   and (%(event_type)s::text is null or e.event_type = %(event_type)s::text)
+   and (%(prefix)s::text is null or pg_catalog.starts_with(c.session_id, %(prefix)s::text))
+   and (%(error)s::text is null
+        or pg_catalog.strpos(pg_catalog.lower(c.last_error collate "C"),
+                             pg_catalog.lower(%(error)s::text collate "C")) > 0)
+ order by c.ready_at, c.session_id collate "C", c.head, c.consumer collate "C",
+          coalesce(c.lane, '') collate "C"
+ limit %(limit)s::bigint;

@@ -102,3 +102,25 @@ select s.session_id,
                  pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text)
   from {schema}.a2_sessions s
   join ready r on r.session_id = s.session_id;
+
+-- name: resume_consumers@citus
+-- As resume_consumers, the payloads coming back (`notify_payloads`, see
+-- notify_ready@citus).
+with resumed as (
+  delete from {schema}.a2_consumer_pauses p
+   where p.consumer = any(%(names)s::text[])
+  returning p.consumer
+), ready as (
+  select distinct r.session_id
+    from (select c.session_id
+            from {schema}.a2_cursors c
+           where c.ready_at <= coalesce(%(now)s::timestamptz, pg_catalog.statement_timestamp())
+             and c.consumer = any(array(select consumer from resumed))
+           order by c.ready_at
+           limit %(limit)s::bigint) r
+)
+select s.session_id,
+       array[pg_catalog.json_build_object('session_id', s.session_id, 'head', s.head)::text]
+         as notify_payloads
+  from {schema}.a2_sessions s
+  join ready r on r.session_id = s.session_id;

@@ -26,6 +26,25 @@ delete from {schema}.a2_snapshot_history h
              and x.cursor_key = p.cursor_key and x.event_index = p.event_index
              and x.reducer = p.reducer and x.up_to_index = p.up_to_index))
 
+-- fragment: drop_released_history@citus
+-- As drop_released_history, each table filtered by the one session (`session_id`) and
+-- joined without a lateral subquery: Citus runs a statement on a shard only when every
+-- table it writes or reads names its session.
+delete from {schema}.a2_snapshot_history h
+ using (select distinct reducer, up_to_index from released) r
+ where h.session_id = %(session_id)s and h.reducer = r.reducer
+   and h.up_to_index = r.up_to_index
+   and not exists (
+     select 1
+       from {schema}.a2_snapshot_pins p
+      where p.session_id = %(session_id)s and p.reducer = h.reducer
+        and p.up_to_index = h.up_to_index
+        and not exists (
+          select 1 from released x
+           where x.consumer = p.consumer and x.cursor_key = p.cursor_key
+             and x.event_index = p.event_index and x.reducer = p.reducer
+             and x.up_to_index = p.up_to_index))
+
 -- name: read_state
 -- The newest snapshot between the clear index and `through` (capped at the head), then
 -- the events after it; the snapshot's state rides on the first row only.
@@ -114,6 +133,25 @@ with k as (
   delete from {schema}.a2_snapshot_pins p
    using k
    where p.session_id = k.session_id and p.consumer = k.consumer
+     and p.cursor_key = k.cursor_key and p.event_index = k.event_index
+  returning p.session_id, p.consumer, p.cursor_key, p.event_index, p.reducer, p.up_to_index
+)
+-- include: drop_released_history
+;
+
+-- name: release_pins@citus
+-- As release_pins, for one session (`session_id`: Statements.by_session).
+with k as (
+  select *
+    from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
+                    pg_catalog.unnest(%(consumers)s::text[]),
+                    pg_catalog.unnest(%(keys)s::text[]),
+                    pg_catalog.unnest(%(idxs)s::bigint[]))
+         as u (session_id, consumer, cursor_key, event_index)
+), released as (
+  delete from {schema}.a2_snapshot_pins p
+   using k
+   where p.session_id = %(session_id)s and p.consumer = k.consumer
      and p.cursor_key = k.cursor_key and p.event_index = k.event_index
   returning p.session_id, p.consumer, p.cursor_key, p.event_index, p.reducer, p.up_to_index
 )

@@ -1,0 +1,167 @@
+"""On Citus, the claim of the oldest ready heads, run shard group by shard group where
+each shard group is.
+
+``claim_any`` picks the oldest ready heads of every session with ``FOR UPDATE SKIP
+LOCKED``, which Citus does not run across shards. Each session's rows sit in one shard
+group (``a2pg/postgres/citus.py``), and a shard is a plain PostgreSQL table on the node
+that holds it: the store runs the very statement of plain PostgreSQL
+(``complete_and_claim`` with nothing completed), its tables named as the shard group's
+(``a2_cursors_102008``), on that node, through a pool of its own per node.
+
+The order Citus can keep is per shard group: within one, the oldest ready heads first,
+as on one PostgreSQL; across them, a claim goes round the groups from where the last
+one started plus one, taking what each holds until it has its limit, so every group is
+served first in turn and none starves. The map of groups to nodes is read from Citus's
+catalog at open and again when a node refuses a shard (it moved: a rebalance).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import AsyncConnectionPool
+
+from . import queries
+from .queries import Positional
+
+SHARDED = ("a2_sessions", "a2_events", "a2_cursors", "a2_attempts", "a2_snapshot_pins",
+           "a2_snapshot_history")  # fmt: skip
+"""The distributed tables the claim reads or writes (co-located: one shard of each per group)."""
+REFERENCE = ("a2_consumer_pauses",)
+"""The reference tables it reads: one shard, copied to every node."""
+
+MAP_SQL = """
+select t.relname::text, s.shardid, s.shardminvalue::bigint, n.nodename::text, n.nodeport
+  from pg_catalog.pg_dist_shard s
+  join pg_catalog.pg_class t on t.oid = s.logicalrelid
+  join pg_catalog.pg_namespace ns on ns.oid = t.relnamespace
+  join pg_catalog.pg_dist_placement p on p.shardid = s.shardid
+  join pg_catalog.pg_dist_node n on n.groupid = p.groupid
+ where ns.nspname = %(schema)s and t.relname = any(%(tables)s)
+   and n.isactive and n.noderole = 'primary'
+ order by s.shardminvalue::bigint nulls first, n.nodename, n.nodeport
+"""
+"""Each shard of the claim's tables and the node holding it (a reference table's shard has
+no hash range, and a placement on every node)."""
+
+Node = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardGroup:
+    """The co-located shards of one hash range, on one node."""
+
+    index: int
+    node: Node
+    shards: Mapping[str, int]
+    """Table -> shard id, the reference tables' included (their placement on ``node``)."""
+
+
+def groups_of(rows: Sequence[tuple[Any, ...]]) -> list[ShardGroup]:
+    """The shard groups of :data:`MAP_SQL`'s rows, in hash order."""
+    ranges: dict[int, dict[str, int]] = {}
+    nodes: dict[int, Node] = {}
+    reference: dict[Node, dict[str, int]] = {}
+    for table, shard, low, host, port in rows:
+        node = (str(host), int(port))
+        if table in REFERENCE:
+            reference.setdefault(node, {})[str(table)] = int(shard)
+            continue
+        ranges.setdefault(int(low), {})[str(table)] = int(shard)
+        if table == "a2_sessions":
+            nodes[int(low)] = node
+    groups = []
+    for index, low in enumerate(sorted(ranges)):
+        node = nodes[low]
+        shards = {**ranges[low], **reference.get(node, {})}
+        missing = set(SHARDED + REFERENCE) - set(shards)
+        if missing:
+            raise RuntimeError(f"Citus's catalog has no shard of {sorted(missing)} for {node}")
+        groups.append(ShardGroup(index, node, shards))
+    return groups
+
+
+def on_shards(rendered: bytes, schema: str, shards: Mapping[str, int]) -> bytes:
+    """``rendered`` (a statement of ``schema``) with each table named as its shard."""
+    quoted = re.escape(sql.Identifier(schema).as_bytes(None).replace(b"%", b"%%"))
+
+    def shard(match: re.Match[bytes]) -> bytes:
+        table = match.group(2).decode()
+        found = shards.get(table)
+        if found is None:
+            raise KeyError(f"no shard of {table} in the shard group")
+        return match.group(1) + b"." + sql.Identifier(f"{table}_{found}").as_bytes(None)
+
+    return re.sub(rb"(" + quoted + rb")\.(a2_\w+)", shard, rendered)
+
+
+class Shards:
+    """The shard groups of one schema on Citus and a pool per node that holds any."""
+
+    def __init__(self, schema: str, conninfo: str, kwargs: Mapping[str, Any]) -> None:
+        self.schema = schema
+        self._conninfo = conninfo
+        self._kwargs = dict(kwargs)
+        self.groups: list[ShardGroup] = []
+        self._pools: dict[Node, AsyncConnectionPool[Any]] = {}
+        self._texts: dict[tuple[int, int], Positional] = {}
+        self._next = 0
+
+    async def load(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Reads the map of shard groups to nodes (the coordinator's catalog)."""
+        cur = conn.cursor(row_factory=psycopg.rows.tuple_row)
+        await cur.execute(MAP_SQL, {"schema": self.schema, "tables": [*SHARDED, *REFERENCE]})
+        self.groups = groups_of(await cur.fetchall())
+        self._texts.clear()
+
+    def start(self) -> int:
+        """Where the next claim starts: one group further than the last one did."""
+        start = self._next % max(1, len(self.groups))
+        self._next = start + 1
+        return start
+
+    def statement(self, group: ShardGroup, limit: int) -> Positional:
+        """``complete_and_claim`` of plain PostgreSQL on ``group``'s shards."""
+        key = (group.index, limit)
+        found = self._texts.get(key)
+        if found is None:
+            rendered = queries.statements(self.schema).query("complete_and_claim", limit=limit)
+            found = Positional.of(on_shards(rendered, self.schema, group.shards),
+                                  "complete_and_claim", limit)  # fmt: skip
+            if len(self._texts) < 4096:
+                self._texts[key] = found
+        return found
+
+    async def pool(self, node: Node) -> AsyncConnectionPool[Any]:
+        """The pool of connections to ``node`` (made and opened on first use)."""
+        pool = self._pools.get(node)
+        if pool is None:
+            host, port = node
+            pool = AsyncConnectionPool(
+                make_conninfo(self._conninfo, host=host, port=port),
+                min_size=0,
+                max_size=4,
+                kwargs=self._kwargs,
+                open=False,
+                name=f"a2pg[{self.schema}]@{host}:{port}",
+            )
+            self._pools[node] = pool
+            await pool.open(wait=False)
+        return pool
+
+    async def close(self) -> None:
+        for pool in self._pools.values():
+            await pool.close()
+        self._pools.clear()
+
+
+def moved(exc: psycopg.Error) -> bool:
+    """Whether a node refused a shard that is not there (any more): the map is stale."""
+    return isinstance(exc, pg.UndefinedTable)
