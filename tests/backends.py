@@ -236,6 +236,64 @@ def _open_bounced(
     return open_store
 
 
+# -- Citus -----------------------------------------------------------------------------
+
+CITUS_SHARDS = 4
+"""Shards per table: two per worker node, and a truncate between tests of 4 shards per
+table, not Citus's default 32."""
+CITUS_SCHEMA = f"a2 citus {os.getpid()}"
+"""The schema of the ``citus`` backend's layout, named so that every statement quotes it
+(and apart per test run, so that runs may share a cluster)."""
+
+
+class CitusDatabase:
+    """One schema migrated on the coordinator of the run's Citus cluster, handed from test
+    to test with its tables truncated in between: Citus keeps its metadata per database, so
+    a database cloned from a template (as the ``postgres`` backend's are) would point at
+    shards that were never cloned, and migrating a schema per test costs seconds."""
+
+    def __init__(self, dsn: str) -> None:
+        from a2pg.postgres.migrate import upgrade
+
+        self.dsn = dsn
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(CITUS_SCHEMA))
+            )
+        upgrade(dsn, schema=CITUS_SCHEMA, citus_shards=CITUS_SHARDS)
+
+    def drop(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("drop schema {} cascade").format(sql.Identifier(CITUS_SCHEMA)))
+
+    def checkout(self) -> str:
+        """Empties the schema's tables (not its layout records) and returns the DSN."""
+        from a2pg.postgres.layout import TABLES
+
+        tables = [sql.Identifier(CITUS_SCHEMA, t) for t in TABLES if t != "a2_meta"]
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("truncate {}").format(sql.SQL(", ").join(tables)))
+        return self.dsn
+
+
+@pytest.fixture(scope="session")
+def citus_database(citus_dsn: str) -> Iterator[CitusDatabase]:
+    database = CitusDatabase(citus_dsn)
+    yield database
+    database.drop()
+
+
+def _citus_storage(request: pytest.FixtureRequest) -> str:
+    database: CitusDatabase = request.getfixturevalue("citus_database")
+    return database.checkout()
+
+
+async def _open_citus(dsn: str, clock: FakeClock, ids: SequentialIds, limits: Limits) -> Store:
+    from a2pg.postgres import PostgresStore
+
+    return await PostgresStore.open(dsn, schema=CITUS_SCHEMA, clock=clock, ids=ids, limits=limits)
+
+
 BACKENDS = (
     Backend("memory", _no_storage, _open_memory, one_instance=True),
     Backend("postgres", _postgres_database, _open_postgres, marks=(pytest.mark.postgres,)),
@@ -252,6 +310,13 @@ BACKENDS = (
         _bounced("session"),
         _open_bounced("session"),
         marks=(pytest.mark.postgres,),
+        default=False,
+    ),
+    Backend(
+        "citus",
+        _citus_storage,
+        _open_citus,
+        marks=(pytest.mark.postgres, pytest.mark.citus),
         default=False,
     ),
 )

@@ -1,0 +1,132 @@
+"""``claim_any`` on Citus: the order Citus can keep, every shard group served, no head
+claimed twice by concurrent claimers.
+
+On one PostgreSQL ``claim_any`` takes the oldest ready heads of all sessions. On Citus
+it goes round the shard groups (``a2pg/postgres/shards.py``): within a group the oldest
+first, and each claim starts one group further than the last, so that no group starves.
+These tests check that guarantee, in place of the global order of the conformance suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from a2pg import NewEvent, Target
+from a2pg.ids import FakeClock
+from a2pg.postgres import PostgresStore, migrate
+
+pytestmark = [pytest.mark.citus, pytest.mark.postgres]
+
+SHARDS = 4
+
+
+@pytest.fixture
+async def schema(citus_dsn: str, own_schema: str) -> str:
+    migrate.upgrade(citus_dsn, own_schema, citus_shards=SHARDS)
+    return own_schema
+
+
+@pytest.fixture
+async def store(citus_dsn: str, schema: str) -> AsyncIterator[PostgresStore]:
+    opened = await PostgresStore.open(citus_dsn, schema=schema, clock=FakeClock())
+    yield opened
+    await opened.close()
+
+
+def shard_of(dsn: str, schema: str, session_ids: list[str]) -> dict[str, int]:
+    """Each session's shard of a2_sessions, from Citus itself."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        table = sql.Identifier(schema, "a2_sessions").as_string()
+        return {
+            s: int(row[0])
+            for s in session_ids
+            if (
+                row := conn.execute(
+                    "select pg_catalog.get_shard_id_for_distribution_column(%s, %s::text)",
+                    (table, s),
+                ).fetchone()
+            )
+            is not None
+        }
+
+
+async def test_the_store_knows_it_runs_on_citus_and_maps_every_shard_group(
+    store: PostgresStore,
+) -> None:
+    assert store.distributed
+    shards = store._db.shards
+    assert shards is not None
+    assert len(shards.groups) == SHARDS
+    assert len({group.shards["a2_cursors"] for group in shards.groups}) == SHARDS
+
+
+async def test_within_a_shard_group_the_oldest_heads_come_first_and_no_group_starves(
+    citus_dsn: str, schema: str
+) -> None:
+    clock = FakeClock()
+    store = await PostgresStore.open(citus_dsn, schema=schema, clock=clock)
+    try:
+        sessions = [f"s{n}" for n in range(24)]
+        for session_id in sessions:  # one head each, each a second older than the next
+            await store.append(session_id, [NewEvent("t", {}, targets=[Target("work")])])
+            clock.advance(1)
+        shard = shard_of(citus_dsn, schema, sessions)
+        assert len(set(shard.values())) == SHARDS  # the test needs every group to hold some
+        order = {session_id: n for n, session_id in enumerate(sessions)}
+        claimed: list[str] = []
+        for _ in range(len(sessions)):
+            heads = await store.claim_any(holder="w", ttl=60, limit=1)
+            assert len(heads) == 1
+            claimed.append(heads[0].session_id)
+        assert sorted(claimed) == sorted(sessions)
+        # Per group, oldest first.
+        by_group: dict[int, list[str]] = collections.defaultdict(list)
+        for session_id in claimed:
+            by_group[shard[session_id]].append(session_id)
+        for group in by_group.values():
+            assert group == sorted(group, key=order.__getitem__)
+        # Every group served within each round of SHARDS claims while it holds work.
+        first_rounds = claimed[:SHARDS]
+        assert len({shard[s] for s in first_rounds}) == SHARDS
+    finally:
+        await store.close()
+
+
+async def test_a_claim_fills_its_limit_from_the_next_groups(store: PostgresStore) -> None:
+    sessions = [f"fill{n}" for n in range(12)]
+    for session_id in sessions:
+        await store.append(session_id, [NewEvent("t", {}, targets=[Target("work")])])
+    heads = await store.claim_any(holder="w", ttl=60, limit=12)
+    assert sorted(h.session_id for h in heads) == sorted(sessions)
+    assert await store.claim_any(holder="w", ttl=60, limit=12) == []
+
+
+async def test_concurrent_claimers_never_take_one_head_twice(citus_dsn: str, schema: str) -> None:
+    writer = await PostgresStore.open(citus_dsn, schema=schema)
+    claimers = [await PostgresStore.open(citus_dsn, schema=schema) for _ in range(4)]
+    try:
+        for n in range(60):
+            events = [NewEvent("t", {"k": k}, targets=[Target("work")]) for k in range(5)]
+            await writer.append(f"c{n}", events)
+        taken: collections.Counter[tuple[str, int]] = collections.Counter()
+
+        async def drain(store: PostgresStore, name: str) -> None:
+            while True:
+                heads = await store.claim_any(holder=name, ttl=60, limit=7)
+                if not heads:
+                    return
+                for head in heads:
+                    taken[(head.session_id, head.index)] += 1
+
+        await asyncio.gather(*(drain(s, f"w{i}") for i, s in enumerate(claimers)))
+        assert len(taken) == 300
+        assert max(taken.values()) == 1
+    finally:
+        for store in (writer, *claimers):
+            await store.close()
