@@ -93,6 +93,7 @@ def pytest_runtest_makereport(
     if item.get_closest_marker("postgres") is None or hasattr(report, "wasxfail"):
         return report
     if report.skipped and os.environ.get("CI") == "true":
+        report.user_properties.append(("a2pg_skipped", True))  # counted as skipped
         report.outcome = "failed"
         report.longrepr = f"a PostgreSQL test was skipped in CI: {report.longrepr}"
     return report
@@ -108,7 +109,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                 continue
             if hasattr(report, "wasxfail"):
                 continue
-            if report.skipped:
+            if report.skipped or ("a2pg_skipped", True) in report.user_properties:
                 skipped.add(report.nodeid)
             elif report.when == "call":
                 ran.add(report.nodeid)

@@ -228,7 +228,7 @@ def test_wrappers_change_only_what_they_wrap() -> None:
 
 BACKEND_EXTRAS: dict[type, frozenset[str]] = {
     MemoryStore: frozenset(),
-    PostgresStore: frozenset({"open", "schema", "pool", "append_in"}),
+    PostgresStore: frozenset({"open", "schema", "pool", "append_in", "distributed"}),
     SqliteStore: frozenset({"open", "path", "append_in"}),
 }
 """Each backend's public names beyond Store: how it opens, what it runs on, and the append
