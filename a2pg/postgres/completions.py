@@ -190,7 +190,7 @@ async def complete_fenced(tx: Tx, items: Sequence[CompletionItem]) -> Finish[lis
             push(refresh, session_id, consumer_name, log_key, types)
         await tx.execute(tx.query("refresh_log_types"), refresh)
     now = tx.now_param()
-    await tx.execute(tx.query("complete_fenced"), {**fenced, "count": len(items), "now": now})
+    await tx.execute(tx.query("complete_fenced"), {**fenced, "now": now})
     await tx.execute(tx.query("release_pins"), releases)
     await tx.notify_ready(touched, now)
     return finished([Completed([]) for _ in items])

@@ -113,7 +113,32 @@ update {schema}.a2_cursors c
  where c.session_id = m.session_id and c.consumer = m.consumer
    and c.cursor_key = m.cursor_key;
 
+-- fragment: session_of_k
+-- The session of row `k` of a statement's arrays. On Citus the statement runs for one
+-- session (Statements.by_session) and names it itself: Citus plans a statement on the
+-- session's shard only when each table is filtered by the session as a constant.
+k.session_id
+
+-- fragment: session_of_k@citus
+%(session_id)s::text
+
+-- fragment: session_of_c
+-- The session of cursor row `c` (see session_of_k).
+c.session_id
+
+-- fragment: session_of_c@citus
+%(session_id)s::text
+
+-- fragment: session_of_m
+-- The session of row `m` (see session_of_k).
+m.session_id
+
+-- fragment: session_of_m@citus
+%(session_id)s::text
+
 -- name: complete_fenced
+-- (On Citus it runs once per session, Statements.by_session: the fence counts the
+-- statement's own completions, and session_of_* name the one session.)
 -- The fast path of complete_attempts: completions returning no events, each fenced on
 -- its exact attempt (re-checked on the row as locked). If any misses its fence the
 -- statement fails with the marker below and the transaction rolls back; the caller then
@@ -137,9 +162,13 @@ with t as materialized (
          -- include: lane_due
     from k
     join {schema}.a2_cursors c
-      on c.session_id = k.session_id and c.consumer = k.consumer
+      on c.consumer = k.consumer
+     and c.session_id =
+         -- include: session_of_k
      and c.cursor_key = k.cursor_key and c.head = k.head
-    join {schema}.a2_sessions s on s.session_id = c.session_id
+    join {schema}.a2_sessions s
+      on s.session_id =
+         -- include: session_of_c
    where c.attempt_count = k.attempt and c.claim_holder is not null
      and c.failed_at is null and c.head > s.clear_index
 ), advanced as (
@@ -156,7 +185,9 @@ with t as materialized (
                                    else array[]::text[] end,
          -- include: no_attempts
     from moved m cross join t
-   where c.session_id = m.session_id and c.consumer = m.consumer
+   where c.consumer = m.consumer
+     and c.session_id =
+         -- include: session_of_m
      and c.cursor_key = m.cursor_key and c.head = m.head
      and c.attempt_count = m.attempt and c.claim_holder is not null and c.failed_at is null
   returning c.session_id, c.consumer, c.cursor_key
@@ -174,80 +205,15 @@ with t as materialized (
   update {schema}.a2_lane_events l
      set done = true, completed_attempt = m.attempt, returned_event_ids = array[]::text[]
     from moved m
-   where m.kind = 'lane' and l.session_id = m.session_id and l.consumer = m.consumer
-     and l.lane = m.lane and l.idx = m.head
-  returning 1
-)
-select (case when pg_catalog.count(*) = %(count)s then null
-             else 'a2pg: a completion missed its fence' end)::int as missed
-  from advanced;
-
--- name: complete_fenced@citus
--- As complete_fenced, for one session (`session_id`, Statements.by_session): each table
--- filtered by the session itself, which Citus runs on the session's shard; its fence
--- counts the session's own completions.
-with t as materialized (
-  -- The time, read once (Citus refuses a function's call inside CASE or COALESCE).
-  select coalesce(%(now)s::timestamptz, pg_catalog.now()) as now
-), k as (
-  select *
-    from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
-                    pg_catalog.unnest(%(consumers)s::text[]),
-                    pg_catalog.unnest(%(keys)s::text[]),
-                    pg_catalog.unnest(%(heads)s::bigint[]),
-                    pg_catalog.unnest(%(attempts)s::int[]))
-         as u (session_id, consumer, cursor_key, head, attempt)
-), moved as (
-  select c.session_id, c.consumer, c.cursor_key, c.kind, c.lane, c.head, k.attempt,
-         c.claim_holder, c.last_ready_at, c.last_claimed_at,
-         -- include: next_head
-         ,
-         -- include: lane_due
-    from k
-    join {schema}.a2_cursors c
-      on c.session_id = %(session_id)s and c.consumer = k.consumer
-     and c.cursor_key = k.cursor_key and c.head = k.head
-    join {schema}.a2_sessions s on s.session_id = %(session_id)s
-   where c.attempt_count = k.attempt and c.claim_holder is not null
-     and c.failed_at is null and c.head > s.clear_index
-), advanced as (
-  update {schema}.a2_cursors c
-     set position = c.head,
-         head = m.next_head,
-         ready_at = case when m.next_head is null then null
-                         else greatest(t.now, m.lane_due) end,
-         claim_expires_at = case when m.lane_due > t.now then m.lane_due end,
-         completed_idx = case when m.kind = 'lane' then c.completed_idx else c.head end,
-         completed_attempt = case when m.kind = 'lane' then c.completed_attempt
-                                  else m.attempt end,
-         returned_event_ids = case when m.kind = 'lane' then c.returned_event_ids
-                                   else array[]::text[] end,
-         -- include: no_attempts
-    from moved m cross join t
-   where c.session_id = %(session_id)s and c.consumer = m.consumer
-     and c.cursor_key = m.cursor_key and c.head = m.head
-     and c.attempt_count = m.attempt and c.claim_holder is not null and c.failed_at is null
-  returning c.session_id, c.consumer, c.cursor_key
-), ended as (
-  select m.session_id, m.consumer, m.cursor_key, m.head as idx, m.attempt, m.lane,
-         m.claim_holder as holder, m.last_ready_at as ready_at, m.last_claimed_at as started_at,
-         t.now as ended_at, 'completed' as outcome, null::text as error
-    from t cross join moved m
-    join advanced a
-      on a.session_id = m.session_id and a.consumer = m.consumer
-     and a.cursor_key = m.cursor_key
-), recorded as (
-  -- include: record_attempts
-), lanes as (
-  update {schema}.a2_lane_events l
-     set done = true, completed_attempt = m.attempt, returned_event_ids = array[]::text[]
-    from moved m
-   where m.kind = 'lane' and l.session_id = %(session_id)s and l.consumer = m.consumer
+   where m.kind = 'lane' and l.consumer = m.consumer
+     and l.session_id =
+         -- include: session_of_m
      and l.lane = m.lane and l.idx = m.head
   returning 1
 )
 select (case when pg_catalog.count(*) = pg_catalog.cardinality(%(session_ids)s::text[])
-             then null else 'a2pg: a completion missed its fence' end)::int as missed
+             then null
+             else 'a2pg: a completion missed its fence' end)::int as missed
   from advanced;
 
 -- name: fail_head

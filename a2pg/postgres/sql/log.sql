@@ -68,20 +68,9 @@ select c.*
                   pg_catalog.unnest(%(consumers)s::text[]),
                   pg_catalog.unnest(%(keys)s::text[]))
        as k (session_id, consumer, cursor_key)
-    on c.session_id = k.session_id and c.consumer = k.consumer
-   and c.cursor_key = k.cursor_key
-   for update of c;
-
--- name: select_cursors@citus
--- As select_cursors, for one session (`session_id`, Statements.by_session): Citus plans it on
--- the session's shard when each table is filtered by the session itself.
-select c.*
-  from {schema}.a2_cursors c
-  join rows from (pg_catalog.unnest(%(session_ids)s::text[]),
-                  pg_catalog.unnest(%(consumers)s::text[]),
-                  pg_catalog.unnest(%(keys)s::text[]))
-       as k (session_id, consumer, cursor_key)
-    on c.session_id = %(session_id)s and c.consumer = k.consumer
+    on c.consumer = k.consumer
+   and c.session_id =
+       -- include: session_of_k
    and c.cursor_key = k.cursor_key
    for update of c;
 

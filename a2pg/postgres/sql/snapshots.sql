@@ -132,28 +132,12 @@ with k as (
 ), released as (
   delete from {schema}.a2_snapshot_pins p
    using k
-   where p.session_id = k.session_id and p.consumer = k.consumer
+   where p.consumer = k.consumer
+     and p.session_id =
+         -- include: session_of_k
      and p.cursor_key = k.cursor_key and p.event_index = k.event_index
   returning p.session_id, p.consumer, p.cursor_key, p.event_index, p.reducer, p.up_to_index
 )
 -- include: drop_released_history
 ;
 
--- name: release_pins@citus
--- As release_pins, for one session (`session_id`: Statements.by_session).
-with k as (
-  select *
-    from rows from (pg_catalog.unnest(%(session_ids)s::text[]),
-                    pg_catalog.unnest(%(consumers)s::text[]),
-                    pg_catalog.unnest(%(keys)s::text[]),
-                    pg_catalog.unnest(%(idxs)s::bigint[]))
-         as u (session_id, consumer, cursor_key, event_index)
-), released as (
-  delete from {schema}.a2_snapshot_pins p
-   using k
-   where p.session_id = %(session_id)s and p.consumer = k.consumer
-     and p.cursor_key = k.cursor_key and p.event_index = k.event_index
-  returning p.session_id, p.consumer, p.cursor_key, p.event_index, p.reducer, p.up_to_index
-)
--- include: drop_released_history
-;
