@@ -183,14 +183,28 @@ async def _exactly_once(side: Side, label: str, tally: Tally, jobs: int) -> list
     ]
 
 
-async def drain(side: Side, label: str, jobs: int) -> Measured:
+class Meter(Protocol):
+    """What a drain's caller measures beside it (``a2pg bench --citus``: servers' CPU)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+async def drain(side: Side, label: str, jobs: int, meter: Meter | None = None) -> Measured:
+    """Jobs/s of ``WORKERS`` workers draining a backlog of ``jobs``; ``meter`` runs from
+    the workers' launch to the last job done (the backlog is enqueued before)."""
     side.phase(label)
     await side.fill(jobs)
     tally = Tally()
+    if meter is not None:
+        meter.start()
     started = time.perf_counter()
     workers = await side.start_workers(WORKERS, tally)
     try:
         elapsed = await _until_done(side, workers, started)
+        if meter is not None:
+            meter.stop()
     finally:
         await workers.stop()
     checks = await _exactly_once(side, label, tally, jobs)

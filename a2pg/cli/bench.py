@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from ..bench.config import BenchConfig
 from ..bench.sync import Sync
+from . import bench_citus as citus
 from . import bench_versus as versus
 from . import output as out
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AddCommand, Command, fail, site
@@ -31,7 +32,16 @@ each system in a fresh schema of its own (a2pg_vs_<id>, pgqueuer_vs_<id>,
 dropped at the end), every job checked done exactly once. It reports each
 system's medians and the median same-round ratio a2pg / pgqueuer against its
 target. --sync off turns synchronous_commit off for the run's connections (both
-benches)."""
+benches).
+
+With --citus it starts throwaway Citus clusters of the embedded wheel (1, 2 and 4
+worker nodes, --citus-nodes; Citus must be installed into the wheel: a2pg does not
+ship it) and one PostgreSQL of the same wheel, all with synchronous_commit off, and
+drains the same backlog on each in interleaved rounds (--citus-rounds), checking
+every head done once. It reports heads/s, every server's CPU per head (coordinator
+and each node, from /proc), the balance across nodes, the price against one
+PostgreSQL, and a projection, labelled as one, of what servers on machines of their
+own would do: on one machine the nodes share the cores."""
 
 
 def add_parsers(command: AddCommand) -> None:
@@ -42,6 +52,7 @@ def add_parsers(command: AddCommand) -> None:
     )
     add_options(bench, BenchConfig)
     versus.add_options(bench)
+    citus.add_options(bench)
 
 
 def event_loop(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -110,6 +121,14 @@ async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
     from ..bench.run import check_sync
 
     sync: Sync = "off" if getattr(args, "sync", "on") == "off" else "on"
+    if getattr(args, "citus", False):
+        try:
+            return await citus.cmd_citus(args, stdout)
+        except BenchFailed as exc:
+            fail(EXIT_FAILED, str(exc))
+    given_citus = citus.given_citus_options(args)
+    if given_citus:
+        fail(EXIT_USAGE, f"{', '.join(given_citus)}: only with --citus")
     if getattr(args, "versus", None) is not None:
         try:
             return await versus.cmd_versus(args, stdout)
