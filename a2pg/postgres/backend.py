@@ -26,6 +26,7 @@ from ..errors import A2Error, StoreUnavailable, invalid
 from . import dsn as dsns
 from .connect import CONNECT_TIMEOUT, Pooler, check_pooler, check_reachable
 from .embedded import EmbeddedMissing, EmbeddedUnavailable
+from .errors import relayed_loss
 from .layout import DEFAULT_SCHEMA, LayoutStatus
 from .migrate import MigrationLockTimeout
 
@@ -145,7 +146,7 @@ def outage(exc: BaseException, where: str) -> A2Error | None:
     error = _driver_error(exc)
     if isinstance(error, PoolTimeout | TooManyRequests):
         return StoreUnavailable(message=POOL_RAN_OUT.format(where=where, why=gist(error)))
-    if isinstance(error, psycopg.OperationalError):
+    if isinstance(error, psycopg.OperationalError) or (error is not None and relayed_loss(error)):
         return StoreUnavailable(message=f"cannot reach the database at {where}: {gist(error)}")
     return None
 

@@ -49,8 +49,27 @@ class CallTimeout(psycopg.OperationalError):
     """
 
 
+_RELAYED_LOSS = re.compile(
+    r"server closed the connection unexpectedly|connection to the remote node .* failed"
+    r"|terminating connection"
+)
+"""What Citus's coordinator says when its connection to a worker node broke mid-statement."""
+
+
+def relayed_loss(exc: BaseException) -> bool:
+    """Citus relays a worker node's broken connection as an internal error (XX000)."""
+    return (
+        isinstance(exc, psycopg.Error)
+        and exc.sqlstate == "XX000"
+        and _RELAYED_LOSS.search(str(exc)) is not None
+    )
+
+
 def connection_lost(exc: BaseException) -> bool:
-    """Whether the connection broke (the outcome of an in-flight commit is then unknown)."""
+    """Whether the connection broke (the outcome of an in-flight commit is then unknown),
+    the store's own or, on Citus, the coordinator's to a worker node."""
+    if relayed_loss(exc):
+        return True
     if not isinstance(exc, psycopg.OperationalError):
         return False
     if isinstance(exc, pg.QueryCanceled | PoolTimeout | TooManyRequests):

@@ -17,8 +17,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from a2pg import A2Error
 from a2pg.postgres import PostgresStore, configure_connection
-from a2pg.postgres.backend import env_pooler, env_prepare, open_store
-from a2pg.postgres.errors import RetryPolicy, retrying
+from a2pg.postgres.backend import env_pooler, env_prepare, open_store, outage
+from a2pg.postgres.errors import RetryPolicy, connection_lost, retrying
 from a2pg.postgres.migrate import upgrade
 from a2pg.testing import scratch_database
 from tests.postgres.support import work
@@ -211,3 +211,32 @@ async def test_deadlocks_are_retried_and_lost_connections_only_when_idempotent()
 
     with pytest.raises(pg.DivisionByZero):
         await retrying(other_error, idempotent=True, policy=policy)
+
+
+async def test_a_worker_nodes_lost_connection_relayed_by_citus_is_a_lost_connection() -> None:
+    """Citus's coordinator relays a worker node's broken connection as an internal error
+    (XX000): an idempotent call retries it and the CLI calls it an outage, as for the
+    store's own connection; other internal errors stay what they are."""
+    policy = RetryPolicy(attempts=3, first_delay=0.001)
+    relayed = (
+        "server closed the connection unexpectedly\n\tThis probably means the server "
+        "terminated abnormally\nCONTEXT:  while executing command on 127.0.0.1:5433"
+    )
+    calls = 0
+
+    async def node_crashed_once() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise pg.InternalError_(relayed)
+        return "done"
+
+    assert connection_lost(pg.InternalError_(relayed))
+    assert await retrying(node_crashed_once, idempotent=True, policy=policy) == "done"
+    calls = 0
+    with pytest.raises(pg.InternalError_):
+        await retrying(node_crashed_once, idempotent=False, policy=policy)
+    found = outage(pg.InternalError_(relayed), "the coordinator")
+    assert found is not None and found.code == "STORE_UNAVAILABLE"
+    other = pg.InternalError_("could not find shard 102008")
+    assert not connection_lost(other) and outage(other, "the coordinator") is None
