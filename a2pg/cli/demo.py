@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..demo.config import DemoConfig
 from . import output as out
-from .common import EXIT_FAILED, EXIT_OK, AddCommand, Command, fail, site
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AddCommand, Command, fail, site
 from .dashboard import add_demo_options
 from .options import add_options, from_args
 
@@ -17,6 +21,9 @@ if TYPE_CHECKING:
     from ..demo import DemoRun
     from .dashboard import Serving
 
+CITUS_NODES = 2
+"""Worker nodes of ``a2pg demo --citus``'s cluster."""
+
 DEMO_DETAILS = """\
 Chat sessions whose turns go to a reply lane, a moderation consumer and an audit
 log consumer, worked by `a2pg worker a2pg.demo:app` processes. About 10% of
@@ -24,7 +31,10 @@ attempts fail on purpose and one poison turn always fails. Then it checks that
 every unit of work completed exactly once, lanes and logs kept their order,
 failures were retried, and the poison was dead-lettered, shown BLOCKED and
 skipped by redrive. Exits 1 if any check fails. Without --dsn (or $A2PG_DSN) it
-runs on a throwaway embedded PostgreSQL (pip install 'a2pg[embedded]')."""
+runs on a throwaway embedded PostgreSQL (pip install 'a2pg[embedded]'); with
+--citus, on a throwaway Citus cluster of that wheel (a coordinator and 2 worker
+nodes; Citus must be installed into the wheel: a2pg does not ship it). To run it on a
+cluster of your own, give its coordinator with --dsn."""
 
 
 def add_parsers(command: AddCommand) -> None:
@@ -33,6 +43,12 @@ def add_parsers(command: AddCommand) -> None:
     )
     add_options(demo, DemoConfig)
     add_demo_options(demo)
+    demo.add_argument(
+        "--citus",
+        action="store_true",
+        help="without --dsn: run on a throwaway Citus cluster (a coordinator and 2 worker "
+        "nodes) of the embedded wheel, which must have Citus installed",
+    )
 
 
 def report(run: DemoRun, where: str) -> dict[str, Any]:
@@ -84,7 +100,11 @@ async def cmd_demo(args: argparse.Namespace, stdout: TextIO) -> int:
 
     config = from_args(DemoConfig, args)
     bar = ProgressBar(config.units, sys.stderr, label="completions")
-    throwaway = site(args).throwaway("demo", bar.say)  # its extra checked before anything
+    database = site(args)
+    if getattr(args, "citus", False):
+        throwaway = _citus(args, database, bar.say)
+    else:
+        throwaway = database.throwaway("demo", bar.say)  # its extra checked before anything
     serving = _dashboard(args)
     try:
         with throwaway as (database, where):
@@ -118,6 +138,35 @@ async def _finish(
         async with database.open_store() as store:
             await serve_store(store, serving, stdout)
     return EXIT_OK if data["ok"] else EXIT_FAILED
+
+
+def _citus(
+    args: argparse.Namespace, database: Site, say: Callable[[str], None]
+) -> AbstractContextManager[tuple[Site, str]]:
+    """``--citus``: a throwaway cluster, checked for Citus before anything starts."""
+    from ..postgres.backend import PostgresSite
+    from ..postgres.embedded import EmbeddedUnavailable
+    from ..postgres.embedded_citus import embedded_citus, require_citus
+
+    if not isinstance(database, PostgresSite) or database.dsn is not None:
+        given = "--sqlite" if not isinstance(database, PostgresSite) else "--dsn"
+        fail(EXIT_USAGE, f"--citus starts a cluster of its own: not with {given} (a cluster "
+             "of your own: give its coordinator with --dsn, without --citus)")  # fmt: skip
+    try:
+        require_citus()
+    except EmbeddedUnavailable as exc:
+        fail(EXIT_USAGE, str(exc))
+
+    @contextlib.contextmanager
+    def started() -> Iterator[tuple[Site, str]]:
+        say(f"starting an embedded Citus cluster ({CITUS_NODES} worker nodes)")
+        with embedded_citus(CITUS_NODES) as cluster:
+            try:
+                yield dataclasses.replace(database, dsn=cluster.dsn()), "embedded Citus"
+            finally:
+                say("stopping the embedded Citus cluster")
+
+    return started()
 
 
 def _dashboard(args: argparse.Namespace) -> Serving | None:

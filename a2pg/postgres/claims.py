@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -84,39 +85,79 @@ async def claim_any(db: Database, args: ClaimAnyArgs) -> list[Head]:
     prepared statement once; a test forces a generic plan and checks the range scan.
     """
     if db.shards is not None:
-        return await claim_round(db, db.shards, args)
+        heads, _ = await claim_round(db, db.shards, args)
+        return heads
     statement = db.statements.positional("complete_and_claim", limit=args.limit)
     rows = await db.write_one(statement, cycle_params(args, db.now_param()), idempotent=False)
     assert rows is not None  # nothing declines a claim alone
     return [codec.head(row) for row in rows]
 
 
-async def claim_round(db: Database, shards: Shards, args: ClaimAnyArgs) -> list[Head]:
+async def claim_round(
+    db: Database,
+    shards: Shards,
+    args: ClaimAnyArgs,
+    completing: Mapping[int, CycleCompletions] | None = None,
+    declined: Callable[[psycopg.Error], bool] | None = None,
+) -> tuple[list[Head], set[int]]:
     """On Citus, ``claim_any`` shard group by shard group (``shards``): from one group
     further than the last claim started, each group's oldest ready heads until the limit
-    is reached, on the node that holds the group. The heads come back oldest first."""
+    is reached, on the node that holds the group. The heads come back oldest first.
+
+    ``completing`` maps a group (its index) to completions of its sessions
+    (``complete_and_claim``'s ``done``, ``refresh`` and ``count``), which its statement
+    runs too: those groups go first, whether or not the limit is reached. A group whose
+    statement failed as ``declined`` says (a completion missed its fence: nothing
+    written) is in the set returned, as are those the map no longer has after a
+    rebalance: their completions are the caller's to run another way."""
+    pending = dict(completing or {})
     rows: list[DictRow] = []
+    missed: set[int] = set()
     start = shards.start()
+
+    def plan() -> list[int]:
+        count = len(shards.groups)
+        rest = ((start + i) % count for i in range(count))
+        return [*sorted(pending), *(i for i in rest if i not in pending)]
+
+    order = plan()
+    position = 0
     reloaded = False
-    step = 0
-    while step < len(shards.groups) and len(rows) < args.limit:
-        groups = shards.groups
-        group = groups[(start + step) % len(groups)]
-        statement = shards.statement(group, args.limit - len(rows))
+    while position < len(order):
+        index = order[position]
+        if index not in pending and len(rows) >= args.limit:
+            break
+        group = shards.groups[index]
+        statement = shards.statement(group, max(0, args.limit - len(rows)))
+        completions = pending.get(index, NO_COMPLETIONS)
         try:
             pool = await shards.pool(group.node)
-            found = await db.write_on(pool, statement, cycle_params(args, db.now_param()))
+            found = await db.write_one(
+                statement,
+                cycle_params(args, db.now_param(), completions),
+                idempotent=False,
+                declined=declined if completions.count else None,
+                pool=pool,
+            )
         except psycopg.Error as exc:
             if reloaded or not moved(exc):
                 raise
             reloaded = True  # a rebalance moved the shard: read the map again, go on
             async with db.pool.connection() as conn:
                 await shards.load(conn)
+            missed |= set(pending)  # their groups are not what they were: not run
+            pending.clear()
+            order, position = plan(), 0
             continue
+        pending.pop(index, None)
+        position += 1
+        if found is None:
+            missed.add(index)
+            continue
+        shards.saw(group, found)
         rows.extend(found)
-        step += 1
     rows.sort(key=_oldest_first)
-    return [codec.head(row) for row in rows]
+    return [codec.head(row) for row in rows], missed
 
 
 def _oldest_first(row: DictRow) -> tuple[Any, ...]:
@@ -131,20 +172,28 @@ async def queue_claim_any(tx: Tx, args: ClaimAnyArgs) -> AsyncCursor[DictRow]:
     return await tx.execute_positional(statement, cycle_params(args, tx.now_param()))
 
 
+@dataclass(frozen=True, slots=True)
+class CycleCompletions:
+    """The completions ``complete_and_claim`` runs with its claim: its JSON documents
+    (``completions.cycle_completions`` writes them) and how many completions they hold."""
+
+    done: str = "[]"
+    refresh: str = "[]"
+    count: int = 0
+
+
+NO_COMPLETIONS = CycleCompletions()
+
+
 def cycle_params(
-    args: ClaimAnyArgs,
-    now: datetime | None,
-    *,
-    done: str = "[]",
-    refresh: str = "[]",
-    count: int = 0,
+    args: ClaimAnyArgs, now: datetime | None, completions: CycleCompletions = NO_COMPLETIONS
 ) -> dict[str, object]:
-    """The parameters of ``complete_and_claim``: the claim's, and the completions as JSON
-    documents (none by default: ``claim_any``)."""
+    """The parameters of ``complete_and_claim``: the claim's, and the completions (none
+    by default: ``claim_any``)."""
     return {
-        "done": done,
-        "refresh": refresh,
-        "count": count,
+        "done": completions.done,
+        "refresh": completions.refresh,
+        "count": completions.count,
         "now": now,
         "holder": args.holder,
         "ttl": timedelta(seconds=args.ttl),

@@ -19,7 +19,7 @@ the batch's writes are cut into consecutive plans, sent in order in that same tr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -55,9 +55,10 @@ from ..models import (
     Superseded,
 )
 from . import codec
-from .claims import cycle_params, queue_claim_any
+from .claims import CycleCompletions, claim_round, cycle_params, queue_claim_any
 from .database import Database, Finish, Tx, finished
 from .log import has_pending, pending_flag
+from .shards import Shards
 from .writes import WritePlan, columns, push
 
 FENCE_MISSED = "a2pg: a completion missed its fence"
@@ -579,12 +580,8 @@ def fits_one_statement(items: Sequence[CompletionItem]) -> bool:
     )
 
 
-async def complete_and_claim_one(
-    db: Database, items: Sequence[CompletionItem], claim: ClaimAnyArgs
-) -> CompletedAndClaimed | None:
-    """A worker's cycle as one autocommit statement (``complete_and_claim`` in
-    ``sql/claims.sql``): one round trip, no session lock. None when a completion missed
-    its fence: nothing was written, and ``complete_and_claim``'s transaction judges them."""
+def cycle_completions(items: Sequence[CompletionItem]) -> CycleCompletions:
+    """What ``complete_and_claim`` runs of ``items`` (they fit it: ``fits_one_statement``)."""
     done: list[str] = []
     refresh: dict[CursorKey, str | None] = {}
     for item in items:
@@ -600,18 +597,65 @@ async def complete_and_claim_one(
         f'"cursor_key":{codec.quoted(key)},"types":{"null" if types is None else types}}}'
         for (session_id, consumer, key), types in refresh.items()
     ]
-    params = cycle_params(
-        claim,
-        db.now_param(),
-        done=f"[{','.join(done)}]",
-        refresh=f"[{','.join(refreshes)}]",
-        count=len(items),
-    )
+    return CycleCompletions(f"[{','.join(done)}]", f"[{','.join(refreshes)}]", len(items))
+
+
+async def complete_and_claim_one(
+    db: Database, items: Sequence[CompletionItem], claim: ClaimAnyArgs
+) -> CompletedAndClaimed | None:
+    """A worker's cycle as one autocommit statement (``complete_and_claim`` in
+    ``sql/claims.sql``): one round trip, no session lock. None when a completion missed
+    its fence: nothing was written, and ``complete_and_claim``'s transaction judges them."""
+    params = cycle_params(claim, db.now_param(), cycle_completions(items))
     statement = db.statements.positional("complete_and_claim", limit=claim.limit)
     rows = await db.write_one(statement, params, idempotent=False, declined=missed_fence)
     if rows is None:
         return None
     return CompletedAndClaimed([Completed([]) for _ in items], [codec.head(r) for r in rows])
+
+
+Judge = Callable[[list[CompletionItem]], Awaitable[list[CompleteResult]]]
+"""The store's ``complete_attempts``: completions in a transaction of their own, judged."""
+
+
+async def complete_and_claim_on_shards(
+    db: Database, shards: Shards, items: list[CompletionItem], claim: ClaimAnyArgs, judge: Judge
+) -> CompletedAndClaimed:
+    """A worker's cycle on Citus. Completions that fit ``complete_and_claim`` and whose
+    session's shard group is known (a claim of this store took them there) run in that
+    group's claim statement, on its node, without the coordinator; the others (and any
+    whose fence missed, which wrote nothing) run through the coordinator (``judge``):
+    those that cannot go to a node before the claim, as they would on one PostgreSQL,
+    where the claim may take the heads they made ready."""
+    results: list[CompleteResult | None] = [None] * len(items)
+    by_group: dict[int, list[int]] = {}
+    rest: list[int] = []
+    for position, item in enumerate(items):
+        group = shards.group_of(item.args.completion.session_id)
+        (rest if group is None else by_group.setdefault(group, [])).append(position)
+    if by_group and not fits_one_statement(items):
+        rest, by_group = list(range(len(items))), {}
+
+    async def judged(positions: list[int]) -> None:
+        if positions:
+            for position, result in zip(
+                positions, await judge([items[p] for p in positions]), strict=True
+            ):
+                results[position] = result
+
+    await judged(rest)
+    completing = {
+        group: cycle_completions([items[p] for p in positions])
+        for group, positions in by_group.items()
+    }
+    heads, missed = await claim_round(db, shards, claim, completing, missed_fence)
+    for group, positions in by_group.items():
+        if group not in missed:
+            for position in positions:
+                results[position] = Completed([])
+    await judged([p for group in sorted(missed) for p in by_group[group]])
+    assert all(result is not None for result in results)
+    return CompletedAndClaimed([r for r in results if r is not None], heads)
 
 
 async def complete(

@@ -376,13 +376,15 @@ class Database:
         *,
         idempotent: bool,
         declined: Callable[[psycopg.Error], bool] | None = None,
+        pool: AsyncConnectionPool[Any] | None = None,
     ) -> list[DictRow] | None:
         """One writing statement on an autocommit connection (retried when transient): its
         rows, or None when it failed with an error ``declined`` recognises (nothing was
-        written: the caller takes its transaction instead)."""
+        written: the caller takes its transaction instead). ``pool``: a connection of
+        that pool (a Citus node's) instead of the store's."""
 
         async def run(deadline: Deadline) -> list[DictRow] | None:
-            async with self.connection(deadline) as conn:
+            async with self.connection(deadline, pool) as conn:
                 try:
                     cur = await execute_positional(conn, statement, params)
                 except psycopg.Error as exc:
@@ -394,19 +396,6 @@ class Database:
                 return rows
 
         return await self._call(run, idempotent=idempotent)
-
-    async def write_on(
-        self, pool: AsyncConnectionPool[Any], statement: Positional, params: Params
-    ) -> list[DictRow]:
-        """One writing statement on a connection of ``pool`` (a Citus node's), under the
-        store's deadline; not retried after a lost connection (it claims)."""
-
-        async def run(deadline: Deadline) -> list[DictRow]:
-            async with self.connection(deadline, pool) as conn:
-                cur = await execute_positional(conn, statement, params)
-                return await cur.fetchall()
-
-        return await self._call(run, idempotent=False)
 
     def announce(self, appended: Sequence[str], work: Sequence[str]) -> None:
         """Tells this store's streams and wakeups what a commit did (``Announce``)."""

@@ -52,6 +52,8 @@ select t.relname::text, s.shardid, s.shardminvalue::bigint, n.nodename::text, n.
 no hash range, and a placement on every node)."""
 
 Node = tuple[str, int]
+SESSIONS_KEPT = 100_000
+"""Sessions whose shard group a store remembers (forgotten all at once past it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,13 +115,31 @@ class Shards:
         self._pools: dict[Node, AsyncConnectionPool[Any]] = {}
         self._texts: dict[tuple[int, int], Positional] = {}
         self._next = 0
+        self._sessions: dict[str, int] = {}
+        """Session id -> its ``a2_sessions`` shard, for the sessions claims came back from."""
+        self._by_shard: dict[int, int] = {}
 
     async def load(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Reads the map of shard groups to nodes (the coordinator's catalog)."""
         cur = conn.cursor(row_factory=psycopg.rows.tuple_row)
         await cur.execute(MAP_SQL, {"schema": self.schema, "tables": [*SHARDED, *REFERENCE]})
         self.groups = groups_of(await cur.fetchall())
+        self._by_shard = {group.shards["a2_sessions"]: group.index for group in self.groups}
         self._texts.clear()
+
+    def saw(self, group: ShardGroup, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Notes the sessions of heads claimed in ``group``: their completions can go there."""
+        if len(self._sessions) > SESSIONS_KEPT:
+            self._sessions.clear()
+        shard = group.shards["a2_sessions"]
+        for row in rows:
+            self._sessions[row["session_id"]] = shard
+
+    def group_of(self, session_id: str) -> int | None:
+        """The index of the group holding ``session_id``, if a claim of this store saw it
+        (a shard id outlives a move; the map says where it is now)."""
+        shard = self._sessions.get(session_id)
+        return None if shard is None else self._by_shard.get(shard)
 
     def start(self) -> int:
         """Where the next claim starts: one group further than the last one did."""

@@ -436,9 +436,10 @@ class PostgresStore(CheckedStore):
         other fresh ones returning nothing in one transaction of one round trip; the rest
         in two. Not retried after a lost connection (like ``claim_any``: a claim whose
         commit went unanswered lapses and counts a failure)."""
-        if self._db.shards is not None:  # Citus: the claim runs where each shard group is
-            completed = await self._complete_attempts(items) if items else []
-            return CompletedAndClaimed(completed, await self._claim_any(claim))
+        if self._db.shards is not None:  # Citus: the cycle runs where each shard group is
+            return await outcomes.complete_and_claim_on_shards(
+                self._db, self._db.shards, items, claim, self._complete_attempts
+            )
         if outcomes.fits_one_statement(items):
             done = await outcomes.complete_and_claim_one(self._db, items, claim)
             if done is not None:

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from a2pg import NewEvent, Target
+from a2pg import Completed, Completion, Head, NewEvent, Superseded, Target
 from a2pg.ids import FakeClock
 from a2pg.postgres import PostgresStore, migrate
 
@@ -130,3 +130,49 @@ async def test_concurrent_claimers_never_take_one_head_twice(citus_dsn: str, sch
     finally:
         for store in (writer, *claimers):
             await store.close()
+
+
+async def test_a_cycle_completes_on_the_node_of_the_group_that_claimed_and_judges_stale_ones(
+    citus_dsn: str, schema: str
+) -> None:
+    """A worker's cycle completes the heads a claim took from a shard group in that group's
+    claim statement, on its node: like one PostgreSQL's, it needs no session lock, so a
+    lock held on the session row (through the coordinator) does not hold it up; the
+    coordinator's path would wait on it. A completion of an attempt whose lease lapsed
+    and was claimed again misses its fence there: nothing is written, and it is judged
+    through the coordinator (superseded), the head left with its new attempt."""
+    clock = FakeClock()
+    store = await PostgresStore.open(citus_dsn, schema=schema, clock=clock)
+    try:
+        for session_id in ("n1", "n2"):
+            await store.append(session_id, [NewEvent("t", {}, targets=[Target("work")])])
+        heads = {h.session_id: h for h in await store.claim_any(holder="w", ttl=5, limit=2)}
+        assert set(heads) == {"n1", "n2"}
+        shards = store._db.shards
+        assert shards is not None and shards.group_of("n1") is not None
+
+        def completion(head: Head) -> Completion:
+            return Completion(head.session_id, head.consumer, head.lane, head.index, head.attempt)
+
+        table = sql.Identifier(schema, "a2_sessions")
+        async with await psycopg.AsyncConnection.connect(citus_dsn) as holder:
+            await holder.execute(
+                sql.SQL("select from {} where session_id = 'n1' for update").format(table)
+            )
+            async with asyncio.timeout(10):  # the coordinator's path would wait for the lock
+                done = await store.complete_and_claim(
+                    [completion(heads["n1"])], holder="w", ttl=5, limit=1
+                )
+            await holder.rollback()
+        assert done.completed == [Completed([])] and done.heads == []
+        clock.advance(6)  # both leases lapse: n1's head is done, n2's is taken at attempt 2
+        [again] = await store.claim_any(holder="other", ttl=60, limit=2)
+        assert (again.session_id, again.attempt) == ("n2", 2)
+        stale = await store.complete_and_claim(
+            [completion(heads["n2"])], holder="w", ttl=5, limit=1
+        )
+        assert [type(r) for r in stale.completed] == [Superseded]
+        [cursor] = await store.cursors("n2")
+        assert cursor.head == again.index and cursor.dispatch.attempt_count == 2
+    finally:
+        await store.close()
