@@ -15,6 +15,7 @@ import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
@@ -108,6 +109,18 @@ def _wait_for_echoes(dsn: str, count: int, proc: subprocess.Popen[str], within: 
     return time.monotonic() - started
 
 
+def _wait_for_retries(err: TextIO, count: int, proc: subprocess.Popen[str], within: float) -> None:
+    """Until the worker's stderr holds ``count`` "cannot reach" lines (it kept waiting)."""
+    started = time.monotonic()
+    while True:
+        err.seek(0)
+        if len(RETRY_LINE.findall(err.read())) >= count:
+            return
+        assert proc.poll() is None, "the worker gave up instead of waiting"
+        assert time.monotonic() - started < within, f"not {count} retries after {within}s"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_a_worker_waits_for_a_server_that_comes_up_and_survives_it_going_away(
     private_postgres: EmbeddedPostgres, tmp_path: Path
@@ -128,8 +141,10 @@ def test_a_worker_waits_for_a_server_that_comes_up_and_survives_it_going_away(
         text=True,
     )
     try:
-        time.sleep(2.0)  # the worker starts while the server is down: it waits, saying so
-        assert proc.poll() is None, "the worker gave up instead of waiting"
+        # The worker starts while the server is down: it waits, saying so. Its start-up
+        # (Python, imports) may take seconds on a loaded machine: the server comes up
+        # once it has said so three times, not after a fixed time.
+        _wait_for_retries(err, 3, proc, within=60)
         private_postgres.start()
         up = datetime.now()
         _wait_for_echoes(dsn, 1, proc, within=POLL + 10)
