@@ -22,7 +22,7 @@ server CPU/head: every server's user+system CPU (/proc) during the drain, per he
 node: each worker node's; node balance: busiest node / idlest; x one PostgreSQL: server
 CPU per head against one PostgreSQL's in the same round (Citus's price).
 2 shared cores cannot show throughput scaling: every server and this client run on
-the same cores, so the measured heads/s falls as servers are added.
+the same cores, so heads/s here says nothing of what more machines would do.
 projected heads/s is a PROJECTION, not a measurement: the rate at which the busiest
 server would use one core of its own (1000 / its CPU ms per head), with every server
 on a machine of its own, clients elsewhere, and no network cost.

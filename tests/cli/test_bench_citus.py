@@ -117,3 +117,15 @@ def test_the_table_labels_the_projection_and_the_shared_cores() -> None:
     assert "PROJECTION, not a measurement" in text
     assert "2 shared cores cannot show throughput scaling" in text
     assert "FAIL round 1: every head done once: 99 of 100" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [(("--dsn", "postgresql://nobody@127.0.0.1:1/none"), "--dsn"), (("--sqlite",), "--sqlite")],
+)
+def test_demo_citus_starts_a_cluster_of_its_own(
+    cli: Cli, extra: tuple[str, ...], said: str
+) -> None:
+    result = cli("demo", "--citus", *extra)
+    assert result.code == EXIT_USAGE
+    assert f"--citus starts a cluster of its own: not with {said}" in result.err
