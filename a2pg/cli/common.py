@@ -55,7 +55,9 @@ environment:
   A2PG_SCHEMA   the schema of the a2_ tables, when --schema is not given
   A2PG_POOLER   none, session or transaction, when --pooler is not given
   A2PG_PREPARE  1 or 0: server-side prepared statements, when neither --prepare nor
-                --no-prepare is given"""
+                --no-prepare is given
+  A2PG_CLAIM_NODES  on Citus: host:port,... of the worker nodes whose shards a worker
+                claims from (a worker beside its node); default: every node"""
 
 MIGRATE_HINT = "run `a2pg migrate`"
 

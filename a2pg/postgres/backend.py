@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 PREPARE_ENV = "A2PG_PREPARE"
 POOLER_ENV = "A2PG_POOLER"
+CLAIM_NODES_ENV = "A2PG_CLAIM_NODES"
+"""On Citus, the worker nodes whose shards the CLI's stores claim from (``claim_nodes``)."""
 _TRUE = ("1", "true", "yes")
 _FALSE = ("0", "false", "no")
 
@@ -83,7 +85,8 @@ async def open_store(
 
     ``prepare`` and ``pooler`` left None take ``A2PG_PREPARE`` and ``A2PG_POOLER`` from
     the environment (so a command's child processes inherit them), else the store's
-    defaults; ``pool_size`` fixes the pool at that many connections (the bench's worker
+    defaults; ``A2PG_CLAIM_NODES`` is the store's ``claim_nodes`` (on Citus);
+    ``pool_size`` fixes the pool at that many connections (the bench's worker
     processes); see ``PostgresStore.open``.
     """
     from .store import PostgresStore
@@ -98,6 +101,7 @@ async def open_store(
         schema=DEFAULT_SCHEMA if schema is None else schema,
         prepare=prepare,
         pooler=pooler,
+        claim_nodes=os.environ.get(CLAIM_NODES_ENV) or None,
         connect_timeout=CONNECT_TIMEOUT if connect_timeout is None else connect_timeout,
     )
     if pool_size is None:

@@ -116,8 +116,9 @@ async def claim_round(
     start = shards.start()
 
     def plan() -> list[int]:
-        count = len(shards.groups)
-        rest = ((start + i) % count for i in range(count))
+        claimable = shards.claimable
+        count = len(claimable)
+        rest = (claimable[(start + i) % count].index for i in range(count))
         return [*sorted(pending), *(i for i in rest if i not in pending)]
 
     order = plan()

@@ -28,6 +28,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
+from ..errors import invalid
 from . import queries
 from .queries import Positional
 
@@ -107,8 +108,16 @@ def on_shards(rendered: bytes, schema: str, shards: Mapping[str, int]) -> bytes:
 class Shards:
     """The shard groups of one schema on Citus and a pool per node that holds any."""
 
-    def __init__(self, schema: str, conninfo: str, kwargs: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        schema: str,
+        conninfo: str,
+        kwargs: Mapping[str, Any],
+        nodes: frozenset[Node] | None = None,
+    ) -> None:
         self.schema = schema
+        self.nodes = nodes
+        """The nodes whose groups this store claims from (``claim_nodes``); None: all."""
         self._conninfo = conninfo
         self._kwargs = dict(kwargs)
         self.groups: list[ShardGroup] = []
@@ -141,9 +150,17 @@ class Shards:
         shard = self._sessions.get(session_id)
         return None if shard is None else self._by_shard.get(shard)
 
+    @property
+    def claimable(self) -> list[ShardGroup]:
+        """The groups claims go round: those on ``nodes``, or all."""
+        if self.nodes is None:
+            return self.groups
+        return [group for group in self.groups if group.node in self.nodes]
+
     def start(self) -> int:
-        """Where the next claim starts: one group further than the last one did."""
-        start = self._next % max(1, len(self.groups))
+        """Where the next claim starts in :attr:`claimable`: one group further than the
+        last one did."""
+        start = self._next % max(1, len(self.claimable))
         self._next = start + 1
         return start
 
@@ -180,6 +197,17 @@ class Shards:
         for pool in self._pools.values():
             await pool.close()
         self._pools.clear()
+
+
+def parse_nodes(text: str, setting: str) -> frozenset[Node]:
+    """``host:port,host:port`` (``claim_nodes``, ``A2PG_CLAIM_NODES``) as nodes."""
+    nodes: set[Node] = set()
+    for part in text.split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise invalid(f"{setting} must be host:port pairs, comma-separated: got {text!r}")
+        nodes.add((host, int(port)))
+    return frozenset(nodes)
 
 
 def moved(exc: psycopg.Error) -> bool:

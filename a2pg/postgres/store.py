@@ -33,6 +33,7 @@ from ..contract.args import (
     WakeLogArgs,
 )
 from ..contract.limits import DEFAULT_LIMITS, Limits
+from ..errors import invalid
 from ..front import CheckedStore
 from ..ids import Clock, IdGenerator, uuid7
 from ..models import (
@@ -77,7 +78,7 @@ from .layout import DEFAULT_SCHEMA, check_schema
 from .poolers import settle
 from .presence import PostgresPresence
 from .registry import Registry
-from .shards import Shards
+from .shards import Node, Shards, parse_nodes
 from .streams import Connect, Listener, Scrub, channel_name
 
 logger = logging.getLogger("a2pg.postgres")
@@ -173,6 +174,7 @@ class PostgresStore(CheckedStore):
         pooler: Pooler = "none",
         connect_timeout: float = CONNECT_TIMEOUT,
         call_timeout: float = CALL_TIMEOUT,
+        claim_nodes: str | None = None,
     ) -> PostgresStore:
         """Opens a pool on ``dsn`` (or uses ``dsn`` if it is a pool already) and checks that
         ``schema`` holds the current a2pg layout (``STORE_NOT_CONFIGURED`` otherwise).
@@ -233,8 +235,15 @@ class PostgresStore(CheckedStore):
         legitimately run long (clearing a huge session). The store's own connections
         also use TCP keepalives and ``tcp_user_timeout`` (unless the DSN sets them),
         so a dead peer is noticed within about 30 s even on an idle connection.
+
+        ``claim_nodes`` (on Citus only: ``"host:port,host:port"``, as ``pg_dist_node``
+        names the worker nodes): claims go round the shard groups of those nodes only,
+        so a worker beside a node claims from its node's shards alone; every group must
+        be some worker's. Elsewhere, or naming no node that holds a shard, the store
+        refuses to open (``INVALID_ARGUMENT``).
         """
         check_schema(schema)
+        nodes = None if claim_nodes is None else parse_nodes(claim_nodes, "claim_nodes")
         pooler = check_pooler(pooler)
         call_timeout = check_call_timeout(call_timeout)
         if prepare is None:
@@ -291,23 +300,34 @@ class PostgresStore(CheckedStore):
         except BaseException:
             await store.close()
             raise
-        if reach.layout is not None and reach.layout.distributed:
-            try:
-                await store._distributed(reach.conninfo, reach.conn_kwargs)
-            except BaseException:
-                await store.close()
-                raise
+        try:
+            if reach.layout is not None and reach.layout.distributed:
+                await store._distributed(reach.conninfo, reach.conn_kwargs, nodes)
+            elif nodes is not None:
+                raise invalid(f"claim_nodes is for a store on Citus; schema {schema!r} is not")
+        except BaseException:
+            await store.close()
+            raise
         return store
 
-    async def _distributed(self, conninfo: str, kwargs: dict[str, Any]) -> None:
+    async def _distributed(
+        self, conninfo: str, kwargs: dict[str, Any], nodes: frozenset[Node] | None
+    ) -> None:
         """The schema's tables are Citus's: run the statements' Citus variants, and the
-        claims shard group by shard group where each is (``shards``)."""
+        claims shard group by shard group where each is (``shards``), on ``nodes``."""
         statements = queries.statements(self._schema, "citus")
         self._db.statements = statements
         self._listener.statements = statements
-        shards = Shards(self._schema, conninfo, kwargs)
+        shards = Shards(self._schema, conninfo, kwargs, nodes)
         async with self._db.pool.connection() as conn:
             await shards.load(conn)
+        if not shards.claimable:
+            held = sorted({f"{host}:{port}" for host, port in (g.node for g in shards.groups)})
+            await shards.close()
+            raise invalid(
+                f"claim_nodes names no node holding a shard of schema {self._schema!r}; "
+                f"these do: {', '.join(held)}"
+            )
         self._db.shards = shards
 
     @property

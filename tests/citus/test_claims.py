@@ -17,9 +17,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from a2pg import Completed, Completion, Head, NewEvent, Superseded, Target
+from a2pg import A2Error, Completed, Completion, Head, NewEvent, Superseded, Target
 from a2pg.ids import FakeClock
 from a2pg.postgres import PostgresStore, migrate
+from a2pg.postgres.backend import CLAIM_NODES_ENV, open_store
 
 pytestmark = [pytest.mark.citus, pytest.mark.postgres]
 
@@ -176,3 +177,58 @@ async def test_a_cycle_completes_on_the_node_of_the_group_that_claimed_and_judge
         assert cursor.head == again.index and cursor.dispatch.attempt_count == 2
     finally:
         await store.close()
+
+
+async def test_a_store_told_its_claim_nodes_claims_from_their_shard_groups_alone(
+    citus_dsn: str, schema: str, store: PostgresStore
+) -> None:
+    """A worker beside a node (``claim_nodes``) claims from that node's shards only; the
+    heads of the other node stay for the workers there."""
+    shards = store._db.shards
+    assert shards is not None
+    nodes = sorted({group.node for group in shards.groups})
+    assert len(nodes) == 2  # the test cluster's two worker nodes both hold groups
+    (host, port), other = nodes[0], nodes[1]
+    sessions = [f"cn{n}" for n in range(16)]
+    for session_id in sessions:
+        await store.append(session_id, [NewEvent("t", {}, targets=[Target("work")])])
+    node_of = {g.shards["a2_sessions"]: g.node for g in shards.groups}
+    placed = {s: node_of[shard] for s, shard in shard_of(citus_dsn, schema, sessions).items()}
+    assert set(placed.values()) == {(host, port), other}
+    local = await PostgresStore.open(citus_dsn, schema=schema, claim_nodes=f"{host}:{port}")
+    try:
+        heads = await local.claim_any(holder="local", ttl=60, limit=16)
+        assert {h.session_id for h in heads} == {s for s, n in placed.items() if n == (host, port)}
+        assert await local.claim_any(holder="local", ttl=60, limit=16) == []
+    finally:
+        await local.close()
+    rest = await store.claim_any(holder="any", ttl=60, limit=16)
+    assert {h.session_id for h in rest} == {s for s, n in placed.items() if n == other}
+
+
+@pytest.mark.parametrize(
+    ("claim_nodes", "said"),
+    [
+        ("127.0.0.1", "claim_nodes must be host:port pairs, comma-separated"),
+        ("127.0.0.1:1", "claim_nodes names no node holding a shard of schema"),
+    ],
+)
+async def test_claim_nodes_that_name_nothing_claimable_are_refused(
+    citus_dsn: str, schema: str, claim_nodes: str, said: str
+) -> None:
+    with pytest.raises(A2Error, match=said) as raised:
+        await PostgresStore.open(citus_dsn, schema=schema, claim_nodes=claim_nodes)
+    assert raised.value.code == "INVALID_ARGUMENT"
+
+
+async def test_the_cli_takes_claim_nodes_from_the_environment(
+    citus_dsn: str, schema: str, store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shards = store._db.shards
+    assert shards is not None
+    host, port = shards.groups[0].node
+    monkeypatch.setenv(CLAIM_NODES_ENV, f"{host}:{port}")
+    async with open_store(citus_dsn, schema) as opened:
+        assert opened._db.shards is not None
+        assert opened._db.shards.nodes == frozenset({(host, port)})
+        assert {g.node for g in opened._db.shards.claimable} == {(host, port)}

@@ -240,3 +240,9 @@ async def test_a_worker_nodes_lost_connection_relayed_by_citus_is_a_lost_connect
     assert found is not None and found.code == "STORE_UNAVAILABLE"
     other = pg.InternalError_("could not find shard 102008")
     assert not connection_lost(other) and outage(other, "the coordinator") is None
+
+
+async def test_claim_nodes_are_for_a_store_on_citus(postgres_dsn: str) -> None:
+    with pytest.raises(A2Error, match="claim_nodes is for a store on Citus") as raised:
+        await PostgresStore.open(postgres_dsn, claim_nodes="127.0.0.1:5432")
+    assert raised.value.code == "INVALID_ARGUMENT"
