@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from a2pg import A2Error, Completed, Completion, Head, NewEvent, Superseded, Target
+from a2pg import A2Error, Claimed, Completed, Completion, Head, NewEvent, Superseded, Target
 from a2pg.ids import FakeClock
 from a2pg.postgres import PostgresStore, migrate
 from a2pg.postgres.backend import CLAIM_NODES_ENV, open_store
@@ -232,3 +232,55 @@ async def test_the_cli_takes_claim_nodes_from_the_environment(
         assert opened._db.shards is not None
         assert opened._db.shards.nodes == frozenset({(host, port)})
         assert {g.node for g in opened._db.shards.claimable} == {(host, port)}
+
+
+async def test_a_stale_completion_of_a_group_reached_with_no_room_left_is_still_judged(
+    citus_dsn: str, schema: str
+) -> None:
+    """Two groups' completions in one cycle, the first group's claim filling the limit:
+    the second's statement claims nothing (its pick's LIMIT is 0), and its fence must
+    still be checked (the statement's one-time filter, outside the pick): a stale
+    completion there is judged superseded, not passed as done."""
+    clock = FakeClock()
+    store = await PostgresStore.open(citus_dsn, schema=schema, clock=clock)
+    try:
+        shards = store._db.shards
+        assert shards is not None
+        candidates = [f"room{n}" for n in range(32)]
+        placed = shard_of(citus_dsn, schema, candidates)
+        index_of = {g.shards["a2_sessions"]: g.index for g in shards.groups}
+        by_group: dict[int, list[str]] = collections.defaultdict(list)
+        for session_id in candidates:
+            by_group[index_of[placed[session_id]]].append(session_id)
+        low, high = sorted(g for g, s in by_group.items() if len(s) >= 2)[:2]
+        fresh_session, spare_session = by_group[low][:2]
+        stale_session = by_group[high][0]
+        for session_id in (fresh_session, stale_session):
+            await store.append(session_id, [NewEvent("t", {}, targets=[Target("work")])])
+        held = {h.session_id: h for h in await store.claim_any(holder="w", ttl=5, limit=10)}
+        assert set(held) == {fresh_session, stale_session}
+        clock.advance(6)  # both leases lapse; the stale session's head is claimed again
+        fresh = held[fresh_session]
+        renewed = await store.claim_available(fresh_session, holder="w", ttl=60)
+        assert isinstance(renewed, Claimed)
+        fresh = renewed.heads[0]
+        [again] = await store.claim_any(holder="other", ttl=60, limit=10)
+        assert again.session_id == stale_session and again.attempt == 2
+        await store.append(spare_session, [NewEvent("t", {}, targets=[Target("work")])])
+        # The low group's statement completes `fresh` and claims the spare head (the
+        # limit); the high group has no room left.
+        result = await store.complete_and_claim(
+            [
+                Completion(fresh.session_id, fresh.consumer, None, fresh.index, fresh.attempt),
+                Completion(stale_session, "work", None, held[stale_session].index, 1),
+            ],
+            holder="w",
+            ttl=60,
+            limit=1,
+        )
+        assert [type(r) for r in result.completed] == [Completed, Superseded]
+        assert [h.session_id for h in result.heads] == [spare_session]
+        [cursor] = await store.cursors(stale_session)
+        assert cursor.dispatch.attempt_count == 2 and cursor.head == again.index
+    finally:
+        await store.close()
