@@ -267,12 +267,17 @@ class CitusDatabase:
             conn.execute(sql.SQL("drop schema {} cascade").format(sql.Identifier(CITUS_SCHEMA)))
 
     def checkout(self) -> str:
-        """Empties the schema's tables (not its layout records) and returns the DSN."""
+        """Empties the schema's tables (not its layout records) and returns the DSN.
+
+        A DELETE per table, pipelined: on Citus a TRUNCATE of the tables took about
+        330 ms (a lock on every shard, taken through two-phase commit), the deletes of
+        a test's few rows about 15 ms, and the suites run it before every test."""
         from a2pg.postgres.layout import TABLES
 
         tables = [sql.Identifier(CITUS_SCHEMA, t) for t in TABLES if t != "a2_meta"]
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("truncate {}").format(sql.SQL(", ").join(tables)))
+        with psycopg.connect(self.dsn, autocommit=True) as conn, conn.pipeline():
+            for table in tables:
+                conn.execute(sql.SQL("delete from {}").format(table))
         return self.dsn
 
 
