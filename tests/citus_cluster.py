@@ -60,9 +60,15 @@ def citus_cluster() -> Iterator[Any]:
     if os.environ.get(DSN_ENV):
         yield None
         return
+    yield from started_cluster()
+
+
+def started_cluster(**options: Any) -> Iterator[Any]:
+    """A cluster of ``cluster.py`` (a coordinator and 2 workers; ``options`` its own, such
+    as ``settings``), stopped after; a skip saying why when there is none."""
     module = _cluster_module()
     try:
-        cluster = module.citus_cluster(workers=2)
+        cluster = module.citus_cluster(workers=2, **options)
         started = cluster.__enter__()
     except SystemExit as exc:  # cluster.py says why: no wheel, or no Citus in it
         pytest.skip(f"no Citus cluster: {exc} (run sh {SHARED}/install.sh)")

@@ -121,22 +121,19 @@ async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
     from ..bench.run import check_sync
 
     sync: Sync = "off" if getattr(args, "sync", "on") == "off" else "on"
-    if getattr(args, "citus", False):
+    on_citus = bool(getattr(args, "citus", False))
+    on_versus = getattr(args, "versus", None) is not None
+    for given, flag, on in (
+        (citus.given_citus_options(args), "--citus", on_citus),
+        (versus.given_versus_options(args), "--versus", on_versus),
+    ):
+        if given and not on:
+            fail(EXIT_USAGE, f"{', '.join(given)}: only with {flag}")
+    if on_citus or on_versus:
         try:
-            return await citus.cmd_citus(args, stdout)
+            return await (citus.cmd_citus if on_citus else versus.cmd_versus)(args, stdout)
         except BenchFailed as exc:
             fail(EXIT_FAILED, str(exc))
-    given_citus = citus.given_citus_options(args)
-    if given_citus:
-        fail(EXIT_USAGE, f"{', '.join(given_citus)}: only with --citus")
-    if getattr(args, "versus", None) is not None:
-        try:
-            return await versus.cmd_versus(args, stdout)
-        except BenchFailed as exc:
-            fail(EXIT_FAILED, str(exc))
-    given = versus.given_versus_options(args)
-    if given:
-        fail(EXIT_USAGE, f"{', '.join(given)}: only with --versus")
     config = from_args(BenchConfig, args)
     database = site(args)
     check_sync(database, sync)

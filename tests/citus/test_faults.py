@@ -28,7 +28,7 @@ from a2pg.backends import classify
 from a2pg.errors import A2Error
 from a2pg.postgres import PostgresStore, migrate
 from a2pg.worker.app import returned_event_id
-from tests.citus_cluster import SHARED, _cluster_module
+from tests.citus_cluster import started_cluster
 
 pytestmark = [pytest.mark.citus, pytest.mark.postgres]
 
@@ -112,16 +112,7 @@ def crash_cluster() -> Iterator[Any]:
     """A cluster of this test's own (coordinator and 2 workers): crashing a node of the
     session's cluster would disturb the other tests. Commits are synchronous, so what a
     node acknowledged survives its crash (the test cluster's default does not wait)."""
-    module = _cluster_module()
-    try:
-        cluster = module.citus_cluster(workers=2, settings={"synchronous_commit": "on"})
-        started = cluster.__enter__()
-    except SystemExit as exc:  # cluster.py says why: no wheel, or no Citus in it
-        pytest.skip(f"no Citus cluster: {exc} (run sh {SHARED}/install.sh)")
-    try:
-        yield started
-    finally:
-        cluster.__exit__(None, None, None)
+    yield from started_cluster(settings={"synchronous_commit": "on"})
 
 
 @dataclass
