@@ -38,7 +38,9 @@ from a2pg.store import Store
 from .helpers import close, ev, fingerprint
 from .hostile_inputs import LIMITS, NOW, OPERATIONS, READ_ONLY, Case, case
 
-pytestmark = [pytest.mark.generated]
+pytestmark = [pytest.mark.generated, pytest.mark.timeout(1200)]
+"""A hang guard, not a time limit: under CI's load (five runs on two cores) a run took
+more than the default 300 s."""
 
 EXAMPLES_ENV = "A2PG_HOSTILE_EXAMPLES"
 CASES_PER_EXAMPLE = 40
