@@ -36,6 +36,7 @@ from tests.postgres.test_faults import (
     done,
     has_done,
     opened,
+    serving,
     wait_until,
     workers,
 )
@@ -132,6 +133,7 @@ async def test_connection_resets_lose_and_repeat_no_completion(
     # (then retried, a failure counted): a short lease keeps that wait short.
     procs = [start(workers, proxy, postgres_dsn, f"reset{n}", ttl=3.0) for n in range(2)]
     async with opened(postgres_dsn) as store:
+        await wait_until(lambda: serving(store, "reset0", "reset1"), "both workers")
         indexes = [await add(store, "r")]
         await wait_until(lambda: has_done(store, "r", *indexes), "warm-up", context=workers.logs)
         for _ in range(3):
@@ -270,6 +272,7 @@ async def test_soak_every_fault_under_a_stream_of_work(
     procs = [start(workers, proxy, postgres_dsn, f"soak{n}") for n in range(3)]
     rng = random.Random(7)
     async with opened(postgres_dsn) as store:
+        await wait_until(lambda: serving(store, "soak0", "soak1", "soak2"), "every worker")
         indexes: list[int] = []
         deadline = time.monotonic() + SOAK_SECONDS
         while time.monotonic() < deadline:

@@ -194,6 +194,12 @@ async def has_done(store: PostgresStore, session_id: str, *indexes: int) -> bool
     return set(indexes) <= await done_heads(store, session_id)
 
 
+async def serving(store: PostgresStore, *holders: str) -> bool:
+    """Every one of ``holders`` has opened its store and beaten once: past ``open()``,
+    where a fault would end the process instead of testing its recovery."""
+    return set(holders) <= {info.beat.holder for info in await store.workers()}
+
+
 async def add(store: PostgresStore, session_id: str, **spec: Any) -> int:
     """Appends one job; its index."""
     (event,) = (await store.append(session_id, [job(**spec)])).events
