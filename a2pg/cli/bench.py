@@ -8,13 +8,15 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from ..bench.citus import CitusConfig
 from ..bench.config import BenchConfig
 from ..bench.sync import Sync
+from ..bench.versus_config import VersusConfig
 from . import bench_citus as citus
 from . import bench_versus as versus
 from . import output as out
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AddCommand, Command, fail, site
-from .options import add_options, from_args
+from .options import add_options, from_args, given_options
 
 BENCH_DETAILS = """\
 Each run first measures the server's commit ceiling (N connections committing an
@@ -124,8 +126,8 @@ async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
     on_citus = bool(getattr(args, "citus", False))
     on_versus = getattr(args, "versus", None) is not None
     for given, flag, on in (
-        (citus.given_citus_options(args), "--citus", on_citus),
-        (versus.given_versus_options(args), "--versus", on_versus),
+        (given_options(CitusConfig, args), "--citus", on_citus),
+        (given_options(VersusConfig, args), "--versus", on_versus),
     ):
         if given and not on:
             fail(EXIT_USAGE, f"{', '.join(given)}: only with {flag}")
@@ -143,12 +145,8 @@ async def cmd_bench(args: argparse.Namespace, stdout: TextIO) -> int:
             data = await run_bench(bench_site, config, sys.stderr, sync=sync, where=where)
     except BenchFailed as exc:
         fail(EXIT_FAILED, str(exc))
-    if args.json:
-        out.write_json(stdout, data)
-    else:
-        print_table(stdout, data)
-    # Targets are reported, not enforced: only a failed correctness check fails the command.
-    return EXIT_OK if data["ok"] else EXIT_FAILED
+    ok = out.write_report(stdout, data, as_json=args.json, table=print_table)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _quiet(text: str) -> None:

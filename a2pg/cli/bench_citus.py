@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
-import typing
 from typing import Any, TextIO
 
 from ..bench.citus import CitusConfig
 from . import output as out
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
-from .options import PARSERS, option_name
+from .options import add_mode_options, from_given
 
 COLUMNS = ("setup", "heads/s", "server CPU/head", "coordinator", "per node", "node balance",
            "x one PostgreSQL", "projected heads/s")  # fmt: skip
@@ -36,35 +34,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="drain on throwaway Citus clusters (1, 2, 4 worker nodes) and one PostgreSQL, "
         "and report each server's CPU per head (needs Citus in the embedded wheel)",
     )
-    types = typing.get_type_hints(CitusConfig)
-    for spec in dataclasses.fields(CitusConfig):
-        parser.add_argument(
-            option_name(spec.name),
-            type=PARSERS[types[spec.name]],
-            default=None,
-            help=f"with --citus: {spec.metadata['help']} (default: {spec.default})",
-        )
-
-
-def given_citus_options(args: argparse.Namespace) -> list[str]:
-    """The ``CitusConfig`` options given on the command line."""
-    return [
-        option_name(spec.name)
-        for spec in dataclasses.fields(CitusConfig)
-        if getattr(args, spec.name, None) is not None
-    ]
-
-
-def config(args: argparse.Namespace) -> CitusConfig:
-    given = {
-        spec.name: getattr(args, spec.name)
-        for spec in dataclasses.fields(CitusConfig)
-        if getattr(args, spec.name, None) is not None
-    }
-    try:
-        return CitusConfig(**given)
-    except ValueError as exc:
-        fail(EXIT_USAGE, str(exc))
+    add_mode_options(parser, CitusConfig, "--citus")
 
 
 async def cmd_citus(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -77,17 +47,14 @@ async def cmd_citus(args: argparse.Namespace, stdout: TextIO) -> int:
                           ("--versus", getattr(args, "versus", None))):  # fmt: skip
         if given:
             fail(EXIT_USAGE, f"--citus starts its own servers (it reads their CPU): not {option}")
-    c = config(args)
+    c = from_given(CitusConfig, args)
     try:
         require_citus()
         data = await run_citus_bench(c, sys.stderr)
     except EmbeddedUnavailable as exc:
         fail(EXIT_USAGE, str(exc))
-    if args.json:
-        out.write_json(stdout, data)
-    else:
-        print_table(stdout, data)
-    return EXIT_OK if data["ok"] else EXIT_FAILED
+    ok = out.write_report(stdout, data, as_json=args.json, table=print_table)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _ms(value: float | None) -> str:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import os
 import sys
-import typing
 from typing import Any, TextIO
 
 from ..bench.sync import SYNC_CHOICES
@@ -21,7 +19,7 @@ from .common import (
     require_embedded_or_dsn,
     store_options,
 )
-from .options import PARSERS, option_name
+from .options import add_mode_options, from_given
 
 
 def columns(other: str) -> tuple[str, ...]:
@@ -52,35 +50,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "(pip install 'a2pg[bench]')",
     )
     parser.add_argument("--sync", choices=SYNC_CHOICES, default="on", help=SYNC_HELP)
-    types = typing.get_type_hints(VersusConfig)
-    for spec in dataclasses.fields(VersusConfig):
-        parser.add_argument(
-            option_name(spec.name),
-            type=PARSERS[types[spec.name]],
-            default=None,
-            help=f"with --versus: {spec.metadata['help']} (default: {spec.default:,})",
-        )
-
-
-def given_versus_options(args: argparse.Namespace) -> list[str]:
-    """The ``VersusConfig`` options given on the command line."""
-    return [
-        option_name(spec.name)
-        for spec in dataclasses.fields(VersusConfig)
-        if getattr(args, spec.name, None) is not None
-    ]
-
-
-def config(args: argparse.Namespace) -> VersusConfig:
-    given = {
-        spec.name: getattr(args, spec.name)
-        for spec in dataclasses.fields(VersusConfig)
-        if getattr(args, spec.name, None) is not None
-    }
-    try:
-        return VersusConfig(**given)
-    except ValueError as exc:
-        fail(EXIT_USAGE, str(exc))
+    add_mode_options(parser, VersusConfig, "--versus")
 
 
 def require_versus() -> None:
@@ -110,7 +80,7 @@ async def cmd_versus(args: argparse.Namespace, stdout: TextIO) -> int:
     require_versus()
     if getattr(args, "sqlite", None) is not None:
         fail(EXIT_USAGE, "--versus runs on PostgreSQL: give --dsn (or nothing), not --sqlite")
-    c = config(args)
+    c = from_given(VersusConfig, args)
     if args.dsn is None:
         require_embedded_or_dsn()
     if args.dsn is not None:
@@ -122,12 +92,8 @@ async def cmd_versus(args: argparse.Namespace, stdout: TextIO) -> int:
         with embedded_postgres() as dsn:
             data = await run_versus(dsn, args.versus, c, args.sync, sys.stderr)
         data["database"] = f"embedded PostgreSQL {data['machine']['postgres']}"
-    if args.json:
-        out.write_json(stdout, data)
-    else:
-        print_table(stdout, data)
-    # Targets are reported, not enforced: only a failed correctness check fails the command.
-    return EXIT_OK if data["ok"] else EXIT_FAILED
+    ok = out.write_report(stdout, data, as_json=args.json, table=print_table)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _number(value: float | None, unit: str) -> str:

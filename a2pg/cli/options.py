@@ -99,3 +99,44 @@ def from_args(settings: type[C], args: argparse.Namespace, **given: Any) -> C:
         return settings(**{**values, **given})
     except ValueError as exc:
         fail(EXIT_USAGE, str(exc))
+
+
+def add_mode_options(
+    parser: argparse.ArgumentParser, settings: type[DataclassInstance], mode: str
+) -> None:
+    """One option per field of ``settings``, the settings of one mode of a command
+    (``bench --versus``): None in the namespace, so that one given without the mode is
+    seen (``given_options``), and the default named in the help."""
+    types = typing.get_type_hints(settings)
+    for spec in dataclasses.fields(settings):
+        default = spec.default
+        shown = f"{default:,}" if isinstance(default, int) else default
+        parser.add_argument(
+            option_name(spec.name),
+            type=PARSERS[types[spec.name]],
+            default=None,
+            help=f"with {mode}: {spec.metadata[HELP]} (default: {shown})",
+        )
+
+
+def given_options(settings: type[DataclassInstance], args: argparse.Namespace) -> list[str]:
+    """The options of ``add_mode_options`` given on the command line, as typed."""
+    return [
+        option_name(spec.name)
+        for spec in dataclasses.fields(settings)
+        if getattr(args, spec.name, None) is not None
+    ]
+
+
+def from_given(settings: type[C], args: argparse.Namespace) -> C:
+    """``settings`` from the options of ``add_mode_options`` given, defaults for the rest;
+    a value the dataclass refuses is a usage error."""
+    given = {
+        spec.name: getattr(args, spec.name)
+        for spec in dataclasses.fields(settings)
+        if getattr(args, spec.name, None) is not None
+    }
+    try:
+        return settings(**given)
+    except ValueError as exc:
+        fail(EXIT_USAGE, str(exc))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -189,3 +189,19 @@ def write_outcome(stdout: TextIO, data: Mapping[str, Any]) -> None:
     for check in data["checks"]:
         if not check["ok"]:
             stdout.write(f"FAIL {check['name']}: {check['detail']}\n")
+
+
+def write_report(
+    stdout: TextIO,
+    data: dict[str, Any],
+    *,
+    as_json: bool,
+    table: Callable[[TextIO, dict[str, Any]], None],
+) -> bool:
+    """A bench report as JSON or as its table; whether every correctness check passed
+    (targets are reported, never enforced: only a failed check fails the command)."""
+    if as_json:
+        write_json(stdout, data)
+    else:
+        table(stdout, data)
+    return bool(data["ok"])
