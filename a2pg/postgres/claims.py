@@ -100,9 +100,10 @@ async def claim_round(
     completing: Mapping[int, CycleCompletions] | None = None,
     declined: Callable[[psycopg.Error], bool] | None = None,
 ) -> tuple[list[Head], set[int]]:
-    """On Citus, ``claim_any`` shard group by shard group (``shards``): from one group
-    further than the last claim started, each group's oldest ready heads until the limit
-    is reached, on the node that holds the group. The heads come back oldest first.
+    """On Citus, ``claim_any`` shard group by shard group (``shards``): the groups a
+    notification named first, then from one group further than the last claim started,
+    each group's oldest ready heads until the limit is reached, on the node that holds
+    the group. The heads come back oldest first.
 
     ``completing`` maps a group (its index) to completions of its sessions
     (``complete_and_claim``'s ``done``, ``refresh`` and ``count``), which its statement
@@ -119,7 +120,8 @@ async def claim_round(
         claimable = shards.claimable
         count = len(claimable)
         rest = (claimable[(start + i) % count].index for i in range(count))
-        return [*sorted(pending), *(i for i in rest if i not in pending)]
+        first = [*sorted(pending), *(i for i in shards.woken() if i not in pending)]
+        return [*first, *(i for i in rest if i not in first)]
 
     order = plan()
     position = 0
@@ -129,7 +131,8 @@ async def claim_round(
         if index not in pending and len(rows) >= args.limit:
             break
         group = shards.groups[index]
-        statement = shards.statement(group, max(0, args.limit - len(rows)))
+        room = max(0, args.limit - len(rows))
+        statement = shards.statement(group, room)
         completions = pending.get(index, NO_COMPLETIONS)
         try:
             pool = await shards.pool(group.node)
@@ -151,6 +154,8 @@ async def claim_round(
             order, position = plan(), 0
             continue
         pending.pop(index, None)
+        if room:
+            shards.served(index)  # its wake taken (a run with no room for heads keeps it)
         position += 1
         if found is None:
             missed.add(index)

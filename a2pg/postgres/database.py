@@ -352,7 +352,8 @@ class Database:
             return
         payloads = sorted({p for row in rows for p in row["notify_payloads"] or ()})
         if payloads:
-            params = {"channel": self.channel, "payloads": payloads}
+            sessions = f"{sql.Identifier(self.statements.schema).as_string(None)}.a2_sessions"
+            params = {"channel": self.channel, "payloads": payloads, "sessions": sessions}
             await execute(conn, self.query("notify_sessions"), params)
 
     async def run(

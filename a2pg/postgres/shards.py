@@ -11,8 +11,10 @@ that holds it: the store runs the very statement of plain PostgreSQL
 The order Citus can keep is per shard group: within one, the oldest ready heads first,
 as on one PostgreSQL; across them, a claim goes round the groups from where the last
 one started plus one, taking what each holds until it has its limit, so every group is
-served first in turn and none starves. The map of groups to nodes is read from Citus's
-catalog at open and again when a node refuses a shard (it moved: a rebalance).
+served first in turn and none starves; a group a notification named (its payload's
+``shard``, ``Shards.woke``) is served before the others. The map of groups to nodes is
+read from Citus's catalog at open and again when a node refuses a shard (it moved: a
+rebalance).
 """
 
 from __future__ import annotations
@@ -127,6 +129,8 @@ class Shards:
         self._sessions: dict[str, int] = {}
         """Session id -> its ``a2_sessions`` shard, for the sessions claims came back from."""
         self._by_shard: dict[int, int] = {}
+        self._woken: dict[int, None] = {}
+        """Claimable groups a notification named since a claim last ran there, in order."""
 
     async def load(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Reads the map of shard groups to nodes (the coordinator's catalog)."""
@@ -135,6 +139,7 @@ class Shards:
         self.groups = groups_of(await cur.fetchall())
         self._by_shard = {group.shards["a2_sessions"]: group.index for group in self.groups}
         self._texts.clear()
+        self._woken.clear()
 
     def saw(self, group: ShardGroup, rows: Sequence[Mapping[str, Any]]) -> None:
         """Notes the sessions of heads claimed in ``group``: their completions can go there."""
@@ -143,6 +148,21 @@ class Shards:
         shard = group.shards["a2_sessions"]
         for row in rows:
             self._sessions[row["session_id"]] = shard
+
+    def woke(self, shard: int) -> None:
+        """Notes a notification naming ``shard`` (an ``a2_sessions`` shard): the next claim
+        runs in its group first, when this store claims there."""
+        index = self._by_shard.get(shard)
+        if index is not None and (self.nodes is None or self.groups[index].node in self.nodes):
+            self._woken[index] = None
+
+    def woken(self) -> list[int]:
+        """The groups notifications named, oldest first."""
+        return list(self._woken)
+
+    def served(self, index: int) -> None:
+        """A claim ran in group ``index``: what woke it is taken."""
+        self._woken.pop(index, None)
 
     def group_of(self, session_id: str) -> int | None:
         """The index of the group holding ``session_id``, if a claim of this store saw it

@@ -329,6 +329,7 @@ class PostgresStore(CheckedStore):
                 f"these do: {', '.join(held)}"
             )
         self._db.shards = shards
+        self._listener.on_shard = shards.woke
 
     @property
     def distributed(self) -> bool:

@@ -75,8 +75,9 @@ def unreachable(exc: BaseException) -> bool:
     return connection_lost(exc) or isinstance(exc, PoolTimeout)
 
 
-def session_of(payload: str, max_length: int) -> str | None:
-    """The session a notification names, or None when it names none a store could hold.
+def parse_notification(payload: str, max_length: int) -> tuple[str, int | None] | None:
+    """The session a notification names and, on Citus, its row's shard (``shard``); None
+    when it names no session a store could hold.
 
     The payload is ``{"session_id": ..., ...}``; anything else in it (older a2pg sent the
     session's head) is ignored: a notification is a hint to look, never a fact.
@@ -87,10 +88,19 @@ def session_of(payload: str, max_length: int) -> str | None:
         message = json.loads(payload)
     except (ValueError, RecursionError):  # a forged '{"a": [[[[...' nests past the stack
         return None
-    session_id = message.get("session_id") if isinstance(message, dict) else None
+    if not isinstance(message, dict):
+        return None
+    session_id = message.get("session_id")
     if not isinstance(session_id, str) or not 0 < len(session_id) <= max_length:
         return None
-    return session_id
+    shard = message.get("shard")
+    return session_id, shard if type(shard) is int else None
+
+
+def session_of(payload: str, max_length: int) -> str | None:
+    """The session a notification names (see ``parse_notification``)."""
+    parsed = parse_notification(payload, max_length)
+    return None if parsed is None else parsed[0]
 
 
 class Listener:
@@ -130,6 +140,8 @@ class Listener:
         self.connected = asyncio.Event()
         self.hears_itself: bool | None = None
         """Whether the last connection received its own ping (None: not known yet)."""
+        self.on_shard: Callable[[int], None] | None = None
+        """Told the shard a notification names (on Citus: ``Shards.woke``)."""
 
     # -- the connection (the feed's source) ------------------------------------------------
 
@@ -229,13 +241,16 @@ class Listener:
             if payload == self._ping:
                 self.hears_itself = True
             return
-        session_id = session_of(payload, self._max_session_id)
-        if session_id is None:
+        parsed = parse_notification(payload, self._max_session_id)
+        if parsed is None:
             # Anyone who may connect can notify: say so once, not once per forgery.
             self._malformed += 1
             level = logging.WARNING if self._malformed == 1 else logging.DEBUG
             log.log(level, "a2pg listener ignored a notification: %r", payload[:200])
             return
+        session_id, shard = parsed
+        if shard is not None and self.on_shard is not None:
+            self.on_shard(shard)
         self.feed.committed(session_id)
         self.feed.work(session_id)
 

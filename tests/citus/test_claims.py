@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 from collections.abc import AsyncIterator
 
 import psycopg
@@ -284,3 +285,49 @@ async def test_a_stale_completion_of_a_group_reached_with_no_room_left_is_still_
         assert cursor.dispatch.attempt_count == 2 and cursor.head == again.index
     finally:
         await store.close()
+
+
+async def test_a_wakeup_names_its_shard_and_the_next_claim_starts_in_that_group(
+    citus_dsn: str, schema: str
+) -> None:
+    writer = await PostgresStore.open(citus_dsn, schema=schema)
+    claimer: PostgresStore | None = None
+    try:
+        sessions = [f"w{n}" for n in range(24)]
+        shard = shard_of(citus_dsn, schema, sessions)
+        assert len(set(shard.values())) == SHARDS
+        assert writer._db.shards is not None
+        group_of_shard = {g.shards["a2_sessions"]: g.index for g in writer._db.shards.groups}
+        # Every group holds an older head; the wakeup then names a group the rotation
+        # would not start at (a fresh store starts at group 0).
+        woken = next(s for s in sessions if group_of_shard[shard[s]] != 0)
+        for session_id in sessions:
+            if session_id != woken:
+                await writer.append(session_id, [NewEvent("t", {}, targets=[Target("work")])])
+        claimer = await PostgresStore.open(citus_dsn, schema=schema)
+        shards = claimer._db.shards
+        assert shards is not None
+        wakeups = claimer.wakeups()  # the listener runs while someone waits for work
+        await asyncio.wait_for(claimer._listener.connected.wait(), 10)
+        with psycopg.connect(citus_dsn, autocommit=True) as listening:
+            listening.execute(sql.SQL("listen {}").format(sql.Identifier(claimer._db.channel)))
+            await writer.append(woken, [NewEvent("t", {}, targets=[Target("work")])])
+            heard = [json.loads(n.payload) for n in listening.notifies(timeout=10, stop_after=1)]
+        assert [(p["session_id"], p["shard"]) for p in heard] == [(woken, shard[woken])]
+        for _ in range(100):
+            if shards.woken():
+                break
+            await asyncio.sleep(0.1)
+        assert shards.woken() == [group_of_shard[shard[woken]]]
+        await wakeups.aclose()
+        [head] = await claimer.claim_any(holder="w", ttl=60, limit=1)
+        assert shard[head.session_id] == shard[woken]  # that group's oldest head
+        assert shards.woken() == []
+        # The wake taken, the rotation goes on: one group further per claim, the claim
+        # the wake led included (it started at group 0, served the woken group first).
+        [head] = await claimer.claim_any(holder="w", ttl=60, limit=1)
+        assert group_of_shard[shard[head.session_id]] == 1
+    finally:
+        await writer.close()
+        if claimer is not None:
+            await claimer.close()

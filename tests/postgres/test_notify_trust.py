@@ -16,7 +16,12 @@ from psycopg.conninfo import make_conninfo
 
 from a2pg import NewEvent
 from a2pg.postgres import PostgresStore
-from a2pg.postgres.streams import MAX_CHANNEL_BYTES, channel_name, session_of
+from a2pg.postgres.streams import (
+    MAX_CHANNEL_BYTES,
+    channel_name,
+    parse_notification,
+    session_of,
+)
 from tests.postgres.support import TIMEOUT, work
 
 HUGE_HEAD = 2**63 - 1
@@ -115,6 +120,15 @@ def test_a_payload_names_a_session_and_nothing_else_counts() -> None:
         assert session_of(payload, 256) is None, payload
     assert session_of(json.dumps({"session_id": "x" * 257}), 256) is None
     assert session_of('{"a": ' + "[" * 3900 + "]" * 3900 + "}", 256) is None
+
+
+def test_a_payload_may_name_its_shard_and_a_forged_one_is_dropped() -> None:
+    assert parse_notification('{"session_id": "s", "shard": 102008}', 256) == ("s", 102008)
+    assert parse_notification('{"session_id": "s"}', 256) == ("s", None)
+    for shard in ('"102008"', "true", "1.5", "null", "[1]"):
+        payload = '{"session_id": "s", "shard": ' + shard + "}"
+        assert parse_notification(payload, 256) == ("s", None), payload
+    assert parse_notification('{"shard": 102008}', 256) is None
 
 
 def test_channels_of_long_schemas_sharing_a_prefix_differ() -> None:

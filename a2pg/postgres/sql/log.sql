@@ -424,8 +424,14 @@ select s.session_id,
 
 -- name: notify_sessions
 -- On Citus, the notifications a statement's `notify_payloads` hold, sent from the
--- coordinator (this statement reads no table: Citus runs it where it is sent).
-select pg_catalog.pg_notify(%(channel)s, p)
+-- coordinator (this statement reads no table: Citus runs it where it is sent), each
+-- naming the shard of its session's row (`shard`, from Citus's metadata on the
+-- coordinator): a listener claiming shard group by shard group starts at that one.
+select pg_catalog.pg_notify(
+         %(channel)s,
+         (p::jsonb || pg_catalog.jsonb_build_object(
+            'shard', pg_catalog.get_shard_id_for_distribution_column(
+                       %(sessions)s::text::regclass, p::json ->> 'session_id')))::text)
   from pg_catalog.unnest(%(payloads)s::text[]) as p;
 
 -- fragment: append_events_written
