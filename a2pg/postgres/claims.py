@@ -100,10 +100,11 @@ async def claim_round(
     completing: Mapping[int, CycleCompletions] | None = None,
     declined: Callable[[psycopg.Error], bool] | None = None,
 ) -> tuple[list[Head], set[int]]:
-    """On Citus, ``claim_any`` shard group by shard group (``shards``): the groups a
-    notification named first, then from one group further than the last claim started,
-    each group's oldest ready heads until the limit is reached, on the node that holds
-    the group. The heads come back oldest first.
+    """On Citus, ``claim_any`` shard group by shard group (``shards``): from one group
+    further than the last claim started, each group's oldest ready heads until the limit
+    is reached, on the node that holds the group; the groups a notification named come
+    right after that first one (never before it: a group notified without end must not
+    starve the others). The heads come back oldest first.
 
     ``completing`` maps a group (its index) to completions of its sessions
     (``complete_and_claim``'s ``done``, ``refresh`` and ``count``), which its statement
@@ -119,8 +120,9 @@ async def claim_round(
     def plan() -> list[int]:
         claimable = shards.claimable
         count = len(claimable)
-        rest = (claimable[(start + i) % count].index for i in range(count))
-        first = [*sorted(pending), *(i for i in shards.woken() if i not in pending)]
+        rest = [claimable[(start + i) % count].index for i in range(count)]
+        first = [*sorted(pending), *rest[:1]]
+        first += [i for i in shards.woken() if i not in first]
         return [*first, *(i for i in rest if i not in first)]
 
     order = plan()

@@ -12,9 +12,9 @@ The order Citus can keep is per shard group: within one, the oldest ready heads 
 as on one PostgreSQL; across them, a claim goes round the groups from where the last
 one started plus one, taking what each holds until it has its limit, so every group is
 served first in turn and none starves; a group a notification named (its payload's
-``shard``, ``Shards.woke``) is served before the others. The map of groups to nodes is
-read from Citus's catalog at open and again when a node refuses a shard (it moved: a
-rebalance).
+``shard``, ``Shards.woke``) comes second, before the rest. The map of groups to nodes
+is read from Citus's catalog at open and again when a node refuses a shard (it moved:
+a rebalance).
 """
 
 from __future__ import annotations
@@ -151,7 +151,8 @@ class Shards:
 
     def woke(self, shard: int) -> None:
         """Notes a notification naming ``shard`` (an ``a2_sessions`` shard): the next claim
-        runs in its group first, when this store claims there."""
+        runs in its group right after the group its turn starts at, when this store
+        claims there."""
         index = self._by_shard.get(shard)
         if index is not None and (self.nodes is None or self.groups[index].node in self.nodes):
             self._woken[index] = None

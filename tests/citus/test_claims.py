@@ -287,7 +287,7 @@ async def test_a_stale_completion_of_a_group_reached_with_no_room_left_is_still_
         await store.close()
 
 
-async def test_a_wakeup_names_its_shard_and_the_next_claim_starts_in_that_group(
+async def test_a_wakeup_names_its_shard_and_the_next_claim_reaches_that_group_second(
     citus_dsn: str, schema: str
 ) -> None:
     writer = await PostgresStore.open(citus_dsn, schema=schema)
@@ -295,15 +295,16 @@ async def test_a_wakeup_names_its_shard_and_the_next_claim_starts_in_that_group(
     try:
         sessions = [f"w{n}" for n in range(24)]
         shard = shard_of(citus_dsn, schema, sessions)
-        assert len(set(shard.values())) == SHARDS
         assert writer._db.shards is not None
-        group_of_shard = {g.shards["a2_sessions"]: g.index for g in writer._db.shards.groups}
-        # Every group holds an older head; the wakeup then names a group the rotation
-        # would not start at (a fresh store starts at group 0).
-        woken = next(s for s in sessions if group_of_shard[shard[s]] != 0)
-        for session_id in sessions:
-            if session_id != woken:
-                await writer.append(session_id, [NewEvent("t", {}, targets=[Target("work")])])
+        group = {s: g.index for g in writer._db.shards.groups for s in sessions
+                 if g.shards["a2_sessions"] == shard[s]}  # fmt: skip
+        assert set(group.values()) == set(range(SHARDS))
+        # A fresh store's claim starts at group 0, left empty here, and would go on to
+        # group 1, which holds older heads; the wakeup names the last group.
+        older = [s for s in sessions if group[s] in (1, 2)]
+        woken = next(s for s in sessions if group[s] == SHARDS - 1)
+        for session_id in older:
+            await writer.append(session_id, [NewEvent("t", {}, targets=[Target("work")])])
         claimer = await PostgresStore.open(citus_dsn, schema=schema)
         shards = claimer._db.shards
         assert shards is not None
@@ -318,16 +319,41 @@ async def test_a_wakeup_names_its_shard_and_the_next_claim_starts_in_that_group(
             if shards.woken():
                 break
             await asyncio.sleep(0.1)
-        assert shards.woken() == [group_of_shard[shard[woken]]]
+        assert shards.woken() == [SHARDS - 1]
         await wakeups.aclose()
         [head] = await claimer.claim_any(holder="w", ttl=60, limit=1)
-        assert shard[head.session_id] == shard[woken]  # that group's oldest head
+        assert head.session_id == woken
         assert shards.woken() == []
-        # The wake taken, the rotation goes on: one group further per claim, the claim
-        # the wake led included (it started at group 0, served the woken group first).
+        # The wake taken, the rotation goes on: one group further per claim.
         [head] = await claimer.claim_any(holder="w", ttl=60, limit=1)
-        assert group_of_shard[shard[head.session_id]] == 1
+        assert group[head.session_id] == 1
     finally:
         await writer.close()
         if claimer is not None:
             await claimer.close()
+
+
+async def test_a_group_notified_without_end_never_starves_the_others(
+    citus_dsn: str, schema: str
+) -> None:
+    store = await PostgresStore.open(citus_dsn, schema=schema)
+    try:
+        shards = store._db.shards
+        assert shards is not None
+        sessions = [f"n{n}" for n in range(24)]
+        shard = shard_of(citus_dsn, schema, sessions)
+        group = {s: g.index for g in shards.groups for s in sessions
+                 if g.shards["a2_sessions"] == shard[s]}  # fmt: skip
+        assert set(group.values()) == set(range(SHARDS))
+        for session_id in sessions:  # 3 heads each: every group holds more than a round
+            events = [NewEvent("t", {"k": k}, targets=[Target("work")]) for k in range(3)]
+            await store.append(session_id, events)
+        noisy = shards.groups[2].shards["a2_sessions"]
+        served: list[int] = []
+        for _ in range(SHARDS):
+            shards.woke(noisy)  # as if a notification named group 2 before every claim
+            [head] = await store.claim_any(holder="w", ttl=60, limit=1)
+            served.append(group[head.session_id])
+        assert served == list(range(SHARDS))  # each group its turn; 2 only on its own
+    finally:
+        await store.close()
