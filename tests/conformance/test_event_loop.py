@@ -9,13 +9,14 @@ loop while such a call runs must keep ticking.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from a2pg import NewEvent, SnapshotWrite
-from a2pg.contract import DEFAULT_LIMITS
+from a2pg.contract import DEFAULT_LIMITS, Limits
 from a2pg.store import Store
 
 from .helpers import ev
@@ -38,11 +39,27 @@ def zeros(max_bytes: int) -> list[int]:
     return [0] * ((max_bytes - 1) // 2)
 
 
-PAYLOAD = zeros(DEFAULT_LIMITS.max_payload_bytes)
-EVENTS = DEFAULT_LIMITS.max_call_bytes // DEFAULT_LIMITS.max_payload_bytes
+SCALE = 8
+LIMITS = dataclasses.replace(
+    DEFAULT_LIMITS,
+    max_call_bytes=DEFAULT_LIMITS.max_call_bytes // SCALE,
+    max_payload_bytes=DEFAULT_LIMITS.max_payload_bytes // SCALE,
+    max_state_bytes=DEFAULT_LIMITS.max_state_bytes // SCALE,
+)
+"""The byte limits an eighth of the defaults, their shape kept (a call of 16 full payloads
+or 2 full states): every value still far above what a check encodes on the loop
+(``LOOP_CHECK_BYTES``), and a run on each backend a second or two rather than up to 40
+(at the defaults the test took minutes of CI in all)."""
+PAYLOAD = zeros(LIMITS.max_payload_bytes)
+EVENTS = LIMITS.max_call_bytes // LIMITS.max_payload_bytes
 """Events of a full payload each that one call carries, at its byte limit (16)."""
-STATE = zeros(DEFAULT_LIMITS.max_state_bytes)
-STATES = DEFAULT_LIMITS.max_call_bytes // DEFAULT_LIMITS.max_state_bytes
+STATE = zeros(LIMITS.max_state_bytes)
+STATES = LIMITS.max_call_bytes // LIMITS.max_state_bytes
+
+
+@pytest.fixture
+def limits() -> Limits:
+    return LIMITS
 
 
 async def longest_gap(call: Awaitable[Any]) -> tuple[float, Any]:
