@@ -14,6 +14,7 @@ from psycopg import sql
 from ..sqlnames import load, parse
 
 __all__ = [
+    "CITUS_ONLY",
     "DIALECTS",
     "Dialect",
     "Positional",
@@ -58,6 +59,10 @@ def names() -> frozenset[str]:
     """The statements' names (fragments are not statements)."""
     return frozenset(_templates())
 
+
+CITUS_ONLY = frozenset({"notify_sessions"})
+"""The statements that call Citus's own functions: run by a store on Citus alone (they
+do not parse on plain PostgreSQL)."""
 
 LIMITED = frozenset({"complete_and_claim"})
 """The statements with a literal ``{limit}`` (the claim's): a text per limit (see ``query``)."""

@@ -22,9 +22,10 @@ from psycopg import sql
 
 from a2pg import Consumer, LogSpec, NewEvent, Target
 from a2pg.errors import A2Error
-from a2pg.postgres import PostgresStore, migrate
+from a2pg.postgres import PostgresStore, migrate, queries
 from a2pg.postgres.layout import HEAD_REVISION, inspect_layout
 from a2pg.testing import scratch_database
+from tests.postgres.test_queries import assert_every_statement_parses
 
 from .conftest import Cli
 
@@ -291,3 +292,10 @@ async def test_rows_written_before_the_distribution_are_kept(
     migrate.downgrade(citus_dsn, schema, "0006")
     assert_local(citus_dsn, schema)
     assert contents(citus_dsn, schema) == before
+
+
+def test_every_statement_parses_on_citus(citus_dsn: str, own_schema: str) -> None:
+    """The Citus variants and the statements that call Citus's functions (which plain
+    PostgreSQL cannot parse: ``queries.CITUS_ONLY``), on the coordinator."""
+    migrate.upgrade(citus_dsn, own_schema)
+    assert_every_statement_parses(citus_dsn, "citus", queries.names(), schema=own_schema)
