@@ -3,9 +3,10 @@ every Store operation.
 
 ``A2PG_MODEL_EXAMPLES`` (default 60) and ``A2PG_MODEL_STEPS`` (default 50) set the
 budget; CI runs the defaults (at 200 examples the PostgreSQL run took 12 of CI's 20
-minutes; ``A2PG_MODEL_EXAMPLES=200`` or more is the deeper run to do by hand). A failure prints the shortest sequence of steps hypothesis
-found that makes the backends disagree, and which call or observation differed. No
-difference is tolerated: each one found so far was fixed, and its minimal reproducer
+minutes; ``A2PG_MODEL_EXAMPLES=200`` or more is the deeper run to do by hand). A
+failure prints the shortest sequence of steps hypothesis found that makes the backends
+disagree, and which call or observation differed. No difference is tolerated: each one
+found so far was fixed, and its minimal reproducer
 kept in ``tests/conformance/test_edges.py``.
 """
 
