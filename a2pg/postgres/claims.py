@@ -13,6 +13,7 @@ from psycopg.rows import DictRow
 
 from ..contract.args import ClaimAnyArgs, ClaimArgs, HeldClaimsArgs
 from ..contract.rules import claim_order, claim_standing
+from ..errors import StoreUnavailable
 from ..models import (
     AttemptRef,
     Busy,
@@ -28,7 +29,8 @@ from ..models import (
 from . import codec
 from .database import MAX_INDEX, Database, Finish, Tx
 from .log import names_of
-from .shards import Shards, moved
+from .on_node import MOVED, write_on_group
+from .shards import Shards
 from .writes import columns, push
 
 
@@ -136,21 +138,23 @@ async def claim_round(
         room = max(0, args.limit - len(rows))
         statement = shards.statement(group, room)
         completions = pending.get(index, NO_COMPLETIONS)
-        try:
-            pool = await shards.pool(group.node)
-            found = await db.write_one(
-                statement,
-                cycle_params(args, db.now_param(), completions),
-                idempotent=False,
-                declined=declined if completions.count else None,
-                pool=pool,
-            )
-        except psycopg.Error as exc:
-            if reloaded or not moved(exc):
-                raise
+        found = await write_on_group(
+            db,
+            shards,
+            group,
+            statement,
+            cycle_params(args, db.now_param(), completions),
+            idempotent=False,
+            declined=declined if completions.count else None,
+        )
+        if found == MOVED:
+            if reloaded:
+                raise StoreUnavailable(
+                    message=f"Citus's shard map of schema {shards.schema!r} changed twice "
+                    "during one claim (a rebalance is under way?)"
+                )
             reloaded = True  # a rebalance moved the shard: read the map again, go on
-            async with db.pool.connection() as conn:
-                await shards.load(conn)
+            await db.load_shards()
             missed |= set(pending)  # their groups are not what they were: not run
             pending.clear()
             order, position = plan(), 0

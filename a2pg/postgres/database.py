@@ -334,6 +334,18 @@ class Database:
                 on_connection_lost=self._check_pool_soon,
             )
 
+    async def load_shards(self) -> None:
+        """Reads Citus's map of shard groups (``shards``) again, within the store's
+        ``call_timeout`` and retried like any read."""
+        shards = self.shards
+        assert shards is not None
+
+        async def run(deadline: Deadline) -> None:
+            async with self.connection(deadline) as conn:
+                await shards.load(conn)
+
+        await self._call(run, idempotent=True)
+
     def now_param(self) -> datetime | None:
         """The injected clock's time, or None: SQL then takes the server's."""
         return None if self.clock is None else self.clock()
@@ -345,12 +357,17 @@ class Database:
         injected = self.now_param()
         return SERVER_NOW if injected is None else injected
 
-    async def _notify(self, conn: Conn, rows: Sequence[DictRow]) -> None:
-        """On Citus, sends from the coordinator the notifications the rows of a committed
-        statement hold (``notify_payloads``; see ``notify_ready@citus``)."""
+    def _payloads(self, rows: Sequence[DictRow]) -> list[str]:
+        """On Citus, the notifications the rows of a statement hold (``notify_payloads``;
+        see ``notify_ready@citus``)."""
         if self.statements.dialect != "citus" or not rows or "notify_payloads" not in rows[0]:
-            return
-        payloads = sorted({p for row in rows for p in row["notify_payloads"] or ()})
+            return []
+        return sorted({p for row in rows for p in row["notify_payloads"] or ()})
+
+    async def _notify(self, conn: Conn, rows: Sequence[DictRow]) -> None:
+        """On Citus, sends from the coordinator (``conn``) the notifications the rows of a
+        committed statement hold."""
+        payloads = self._payloads(rows)
         if payloads:
             sessions = f"{sql.Identifier(self.statements.schema).as_string(None)}.a2_sessions"
             params = {"channel": self.channel, "payloads": payloads, "sessions": sessions}
@@ -393,10 +410,28 @@ class Database:
                         return None
                     raise
                 rows = await cur.fetchall()
-                await self._notify(conn, rows)
-                return rows
+                if pool is None:
+                    await self._notify(conn, rows)
+                    return rows
+            if self._payloads(rows):
+                await self._notify_committed(deadline, rows)
+            return rows
 
         return await self._call(run, idempotent=idempotent)
+
+    async def _notify_committed(self, deadline: Deadline, rows: Sequence[DictRow]) -> None:
+        """Sends from the coordinator the notifications of a statement a node committed.
+        A failure here is logged, not raised: the write stands (a retry would run it
+        twice), and listeners find its work when they next poll."""
+        try:
+            async with self.connection(deadline) as conn:
+                await self._notify(conn, rows)
+        except psycopg.Error as exc:
+            log.warning(
+                "a2pg sent no notification of a write a Citus node committed (listeners "
+                "find its work when they next poll): %s",
+                exc,
+            )
 
     def announce(self, appended: Sequence[str], work: Sequence[str]) -> None:
         """Tells this store's streams and wakeups what a commit did (``Announce``)."""

@@ -89,16 +89,19 @@ def transient(exc: BaseException, *, idempotent: bool) -> bool:
 
 
 _UNIQUE = re.compile(r'^duplicate key value violates unique constraint "(.+?)(?:_\d+)?"$')
+_SHARD_SUFFIX = re.compile(r"_\d+$")
 
 
 def violated(exc: psycopg.Error) -> str | None:
-    """The unique constraint ``exc`` says a write broke, if that is what it says. Citus
-    names the shard's constraint (``a2_events_event_id_102008``) in its message only,
-    and may report it from a worker as an internal error: both read as the table's."""
+    """The unique constraint ``exc`` says a write broke, if that is what it says. On
+    Citus a constraint is the shard's (``a2_events_event_id_102008``): named so by a
+    node written directly, in the message only through the coordinator, which may
+    report it as an internal error; each reads as the table's (no constraint of a2pg's
+    ends in digits)."""
     if exc.sqlstate not in ("23505", "XX000"):
         return None
     if exc.diag.constraint_name is not None and exc.sqlstate == "23505":
-        return exc.diag.constraint_name
+        return _SHARD_SUFFIX.sub("", exc.diag.constraint_name)
     found = _UNIQUE.match(exc.diag.message_primary or "")
     return None if found is None else found.group(1)
 

@@ -24,6 +24,7 @@ from ..models import AppendResult, Consumer, Cursor, SessionInfo, StoredEvent, W
 from . import codec
 from .database import MAX_INDEX, Database, Finish, Tx, finished
 from .errors import violated
+from .on_node import write_one_of_session
 from .queries import Positional
 from .writes import columns, push
 
@@ -124,7 +125,9 @@ async def append_fresh(
         "supplied": any(item.event.id is not None for item in args.events),
         "trace_parent": args.trace_parent,
     }
-    rows = await db.write_one(
+    rows = await write_one_of_session(
+        db,
+        session_id,
         _statement(db, lanes=lanes, wakes=bool(wakes)),
         params,
         idempotent=len(args.supplied_ids) == len(args.events),

@@ -60,7 +60,7 @@ def names() -> frozenset[str]:
     return frozenset(_templates())
 
 
-CITUS_ONLY = frozenset({"notify_sessions"})
+CITUS_ONLY = frozenset({"notify_sessions", "session_shard"})
 """The statements that call Citus's own functions: run by a store on Citus alone (they
 do not parse on plain PostgreSQL)."""
 

@@ -35,8 +35,9 @@ from . import queries
 from .queries import Positional
 
 SHARDED = ("a2_sessions", "a2_events", "a2_cursors", "a2_attempts", "a2_snapshot_pins",
-           "a2_snapshot_history")  # fmt: skip
-"""The distributed tables the claim reads or writes (co-located: one shard of each per group)."""
+           "a2_snapshot_history", "a2_lane_events")  # fmt: skip
+"""The distributed tables the statements run on a node read or write (co-located: one
+shard of each per group)."""
 REFERENCE = ("a2_consumer_pauses",)
 """The reference tables it reads: one shard, copied to every node."""
 
@@ -125,6 +126,7 @@ class Shards:
         self.groups: list[ShardGroup] = []
         self._pools: dict[Node, AsyncConnectionPool[Any]] = {}
         self._texts: dict[tuple[int, int], Positional] = {}
+        self._on_group: dict[tuple[int, str, int | None], Positional] = {}
         self._next = 0
         self._sessions: dict[str, int] = {}
         """Session id -> its ``a2_sessions`` shard, for the sessions claims came back from."""
@@ -139,6 +141,7 @@ class Shards:
         self.groups = groups_of(await cur.fetchall())
         self._by_shard = {group.shards["a2_sessions"]: group.index for group in self.groups}
         self._texts.clear()
+        self._on_group.clear()
         self._woken.clear()
 
     def saw(self, group: ShardGroup, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -148,6 +151,32 @@ class Shards:
         shard = group.shards["a2_sessions"]
         for row in rows:
             self._sessions[row["session_id"]] = shard
+
+    def group_of_shard(self, shard: int) -> ShardGroup | None:
+        """The group of an ``a2_sessions`` shard, if the map has it."""
+        index = self._by_shard.get(shard)
+        return None if index is None else self.groups[index]
+
+    def remember(self, session_id: str, shard: int) -> None:
+        """Notes ``session_id``'s ``a2_sessions`` shard (Citus's answer: it never changes)."""
+        if len(self._sessions) > SESSIONS_KEPT:
+            self._sessions.clear()
+        self._sessions[session_id] = shard
+
+    def shard_of(self, session_id: str) -> int | None:
+        """``session_id``'s ``a2_sessions`` shard, if this store has seen it."""
+        return self._sessions.get(session_id)
+
+    def on_group(self, group: ShardGroup, statement: Positional) -> Positional:
+        """``statement`` (one of the schema's, Citus's variant) on ``group``'s shards."""
+        key = (group.index, statement.statement, statement.limit)
+        found = self._on_group.get(key)
+        if found is None:
+            text = on_shards(statement.text, self.schema, group.shards)
+            found = Positional(text, statement.names, statement.statement, statement.limit)
+            if len(self._on_group) < 4096:
+                self._on_group[key] = found
+        return found
 
     def woke(self, shard: int) -> None:
         """Notes a notification naming ``shard`` (an ``a2_sessions`` shard): the next claim

@@ -422,6 +422,13 @@ select s.session_id,
                 where c.ready_at = coalesce(t.given, t.server)
                   and c.session_id = s.session_id);
 
+-- name: session_shard
+-- On Citus, the shard of `a2_sessions` that holds (or will hold) a session's row, from
+-- Citus's metadata on the coordinator: the store runs that session's one-statement
+-- writes on the node of its shard group (a2pg/postgres/on_node.py).
+select pg_catalog.get_shard_id_for_distribution_column(%(sessions)s::text::regclass,
+                                                       %(session_id)s::text) as shard;
+
 -- name: notify_sessions
 -- On Citus, the notifications a statement's `notify_payloads` hold, sent from the
 -- coordinator (this statement reads no table: Citus runs it where it is sent), each
