@@ -622,19 +622,18 @@ async def complete_and_claim_on_shards(
     db: Database, shards: Shards, items: list[CompletionItem], claim: ClaimAnyArgs, judge: Judge
 ) -> CompletedAndClaimed:
     """A worker's cycle on Citus. Completions that fit ``complete_and_claim`` and whose
-    session's shard group is known (a claim of this store took them there) run in that
-    group's claim statement, on its node, without the coordinator; the others (and any
+    session's shard group is known (a claim or an append of this store saw it) run in
+    that group's claim statement, on its node, without the coordinator; the others (and any
     whose fence missed, which wrote nothing) run through the coordinator (``judge``):
     those that cannot go to a node before the claim, as they would on one PostgreSQL,
     where the claim may take the heads they made ready."""
     results: list[CompleteResult | None] = [None] * len(items)
     by_group: dict[int, list[int]] = {}
     rest: list[int] = []
+    on_nodes = fits_one_statement(items)
     for position, item in enumerate(items):
-        group = shards.group_of(item.args.completion.session_id)
+        group = shards.group_of(item.args.completion.session_id) if on_nodes else None
         (rest if group is None else by_group.setdefault(group, [])).append(position)
-    if by_group and not fits_one_statement(items):
-        rest, by_group = list(range(len(items))), {}
 
     async def judged(positions: list[int]) -> None:
         if positions:

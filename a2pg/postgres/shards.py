@@ -195,8 +195,9 @@ class Shards:
         self._woken.pop(index, None)
 
     def group_of(self, session_id: str) -> int | None:
-        """The index of the group holding ``session_id``, if a claim of this store saw it
-        (a shard id outlives a move; the map says where it is now)."""
+        """The index of the group holding ``session_id``, if this store knows its shard (a
+        claim took heads there, or an append asked Citus; a shard id outlives a move,
+        the map says where it is now)."""
         shard = self._sessions.get(session_id)
         return None if shard is None else self._by_shard.get(shard)
 
