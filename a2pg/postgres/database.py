@@ -21,6 +21,7 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, AsyncRawCursor, postgres, sql
+from psycopg import errors as pg
 from psycopg.adapt import Dumper
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
@@ -30,14 +31,26 @@ from ..ids import Clock, IdGenerator
 from . import codec
 from .deadlines import CALL_TIMEOUT, Abandoner, Deadline
 from .errors import CallTimeout, log, retrying
-from .queries import Positional, Statements
-from .shards import Shards
+from .queries import OffGroup, Positional, Statements
+from .shards import ShardGroup, Shards, live_connection
 from .writes import SessionHead, WritePlan
 
 T = TypeVar("T")
 
 Conn = AsyncConnection[Any]
 Params = dict[str, Any]
+
+
+class OffNode(Exception):
+    """A transaction that could not run on its session's node and wrote nothing there:
+    a statement read a table outside the shard group, or (``moved``) the node no
+    longer holds the shard. The caller runs it through the coordinator."""
+
+    def __init__(self, *, moved: bool) -> None:
+        super().__init__("moved" if moved else "off the shard group")
+        self.moved = moved
+
+
 Statement = LiteralString | bytes | sql.Composed
 Finish = Callable[[], Awaitable[T]]
 """What a write transaction computes once committed (it may fetch queued results)."""
@@ -304,13 +317,14 @@ class Database:
     async def connection(
         self, deadline: Deadline | None = None, pool: AsyncConnectionPool[Any] | None = None
     ) -> AsyncIterator[Conn]:
-        """A connection of the pool; with ``prepare`` off, psycopg prepares nothing on it
-        (also on a pool passed in, whose connections the store did not make). Under a
+        """A connection of the pool (of ``pool``: a Citus node's, ``live_connection``);
+        with ``prepare`` off, psycopg prepares nothing on it (also on a pool passed in,
+        whose connections the store did not make). Under a
         ``deadline`` the connection is abandoned when it passes, until the pool has it
         back (see ``deadlines``): what fails then is ``CallTimeout``, which ``retrying``
         neither retries nor takes for a lost connection."""
         try:
-            async with (pool or self.pool).connection() as conn:
+            async with self.pool.connection() if pool is None else live_connection(pool) as conn:
                 if deadline is not None:
                     deadline.attach(conn)
                 if not self.prepare:
@@ -437,17 +451,51 @@ class Database:
         """Tells this store's streams and wakeups what a commit did (``Announce``)."""
         self._announce(appended, work)
 
-    async def write(self, body: Callable[[Tx], Awaitable[Finish[T]]], *, idempotent: bool) -> T:
+    async def write(
+        self,
+        body: Callable[[Tx], Awaitable[Finish[T]]],
+        *,
+        idempotent: bool,
+        session: str | None = None,
+    ) -> T:
         """Runs ``body`` in one pipelined transaction (retried when transient), then its
         finisher, then announces what it committed to this store's streams and wakeups.
 
         Statements ``body`` queues without fetching travel with the commit: a body that
         fetches once (its reads) costs two round trips in all.
+
+        ``session``: the one session whose rows ``body`` reads and writes. On Citus the
+        transaction then runs on the node of the session's shard group, on its shards
+        (``Shards.statements``), unless one of its statements reads a table outside the
+        group or the node no longer holds the shard: then (nothing written there)
+        through the coordinator.
         """
+        shards = self.shards
+        if session is not None and shards is not None:
+            group = await self.session_group(session)
+            if group is not None:
+                try:
+                    return await self._write(body, idempotent, group)
+                except OffNode as exc:
+                    if exc.moved:
+                        await self.load_shards()
+        return await self._write(body, idempotent, None)
+
+    async def _write(
+        self,
+        body: Callable[[Tx], Awaitable[Finish[T]]],
+        idempotent: bool,
+        group: ShardGroup | None,
+    ) -> T:
+        statements, pool = self.statements, None
+        if group is not None:
+            assert self.shards is not None
+            statements = self.shards.statements(group)
+            pool = await self.shards.pool(group.node)
 
         async def run(deadline: Deadline) -> T:
-            async with self.connection(deadline) as conn:
-                tx = Tx(conn, self.statements, self.channel, self.clock, self.new_id)
+            async with self.connection(deadline, pool) as conn:
+                tx = Tx(conn, statements, self.channel, self.clock, self.new_id)
                 try:
                     # BEGIN and COMMIT are queued like any statement: psycopg's
                     # transaction() would add round trips of its own in pipeline mode.
@@ -459,17 +507,43 @@ class Database:
                         except Exception:
                             await drain_pipeline(conn, pipeline)
                             raise
+                except OffGroup as exc:
+                    await rollback(conn)
+                    raise OffNode(moved=False) from exc
+                except pg.UndefinedTable as exc:
+                    await rollback(conn)
+                    if pool is None:
+                        raise
+                    raise OffNode(moved=True) from exc
                 except BaseException:
                     await rollback(conn)
                     raise
                 value = await finish()
                 notified = [] if tx.notify is None else await tx.notify.fetchall()
-                await self._notify(conn, notified)
+                if pool is None:
+                    await self._notify(conn, notified)
+            if pool is not None and self._payloads(notified):
+                await self._notify_committed(deadline, notified)
             appended = () if tx.plan is None else sorted(tx.plan.appended)
             self._announce(appended, [*tx.work, *(row["session_id"] for row in notified)])
             return value
 
         return await self._call(run, idempotent=idempotent)
+
+    async def session_group(self, session_id: str) -> ShardGroup | None:
+        """On Citus, the shard group that holds ``session_id``'s rows, as far as the map
+        knows: Citus's answer (``session_shard``), asked once per session."""
+        shards = self.shards
+        assert shards is not None
+        shard = shards.shard_of(session_id)
+        if shard is None:
+            table = f"{sql.Identifier(shards.schema).as_string(None)}.a2_sessions"
+            [row] = await self.run(
+                self.query("session_shard"), {"sessions": table, "session_id": session_id}
+            )
+            shard = int(row["shard"])
+            shards.remember(session_id, shard)
+        return shards.group_of_shard(shard)
 
     def _check_pool_soon(self) -> None:
         """After a lost connection (a server restart, a failover) the pool's other idle

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Final, Literal
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import DictRow
 
 from .database import Database, Params
@@ -68,7 +67,7 @@ async def write_one_of_session(
     shards = db.shards
     if shards is None:
         return await db.write_one(statement, params, idempotent=idempotent, declined=declined)
-    group = await _group(db, shards, session_id)
+    group = await db.session_group(session_id)
     if group is not None:
         rows = await write_on_group(
             db,
@@ -83,15 +82,3 @@ async def write_one_of_session(
             return rows
         await db.load_shards()  # the shard moved: read the map again
     return await db.write_one(statement, params, idempotent=idempotent, declined=declined)
-
-
-async def _group(db: Database, shards: Shards, session_id: str) -> ShardGroup | None:
-    shard = shards.shard_of(session_id)
-    if shard is None:
-        table = f"{sql.Identifier(shards.schema).as_string(None)}.a2_sessions"
-        [row] = await db.run(
-            db.query("session_shard"), {"sessions": table, "session_id": session_id}
-        )
-        shard = int(row["shard"])
-        shards.remember(session_id, shard)
-    return shards.group_of_shard(shard)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.resources import files
@@ -17,6 +17,7 @@ __all__ = [
     "CITUS_ONLY",
     "DIALECTS",
     "Dialect",
+    "OffGroup",
     "Positional",
     "Statements",
     "load",
@@ -144,14 +145,27 @@ class Statements:
     what runs never depends on the connection's search_path (a transaction-mode
     pooler hands each transaction whichever server connection is free)."""
 
-    def __init__(self, schema: str, dialect: Dialect | None = None) -> None:
+    def __init__(
+        self,
+        schema: str,
+        dialect: Dialect | None = None,
+        rewrite: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self.schema = schema
         self.dialect = dialect
-        self._rendered = {
-            name: render(text, schema)
-            for name, text in _templates(dialect).items()
-            if name not in LIMITED
-        }
+        self._rewrite = rewrite
+        """Applied to each rendered text (on Citus: a shard group's tables named as its
+        shards, ``Shards.statements``); a text it refuses with ``KeyError`` names a
+        table outside the group, and ``query`` raises ``OffGroup`` for it."""
+        self._off: set[str] = set()
+        self._rendered: dict[str, bytes] = {}
+        for name, written in _templates(dialect).items():
+            if name in LIMITED:
+                continue
+            try:
+                self._rendered[name] = self._rewritten(render(written, schema))
+            except KeyError:
+                self._off.add(name)
         self._limited = lru_cache(maxsize=LIMITED_TEXTS * len(LIMITED))(self._render_limited)
         self._positional: dict[tuple[str, int | None], Positional] = {}
         self._parallel: dict[bytes, frozenset[str]] = {}
@@ -205,6 +219,8 @@ class Statements:
             return self._limited(name, limit)
         if limit is not None:
             raise ValueError(f"{name!r} takes no limit")
+        if name in self._off:
+            raise OffGroup(name)
         rendered = self._rendered.get(name)
         if rendered is None:
             template(name)  # raises the KeyError that names the statement
@@ -222,7 +238,15 @@ class Statements:
         return found
 
     def _render_limited(self, name: str, limit: int) -> bytes:
-        return render(template(name, self.dialect), self.schema, limit)
+        return self._rewritten(render(template(name, self.dialect), self.schema, limit))
+
+    def _rewritten(self, text: bytes) -> bytes:
+        return text if self._rewrite is None else self._rewrite(text)
+
+
+class OffGroup(LookupError):
+    """A statement that reads or writes a table outside one shard group (``Statements``
+    with a ``rewrite``): the transaction cannot run on the group's node alone."""
 
 
 @cache

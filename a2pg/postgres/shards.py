@@ -20,7 +20,9 @@ a rebalance).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import select
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,9 +96,14 @@ def groups_of(rows: Sequence[tuple[Any, ...]]) -> list[ShardGroup]:
     return groups
 
 
-def on_shards(rendered: bytes, schema: str, shards: Mapping[str, int]) -> bytes:
-    """``rendered`` (a statement of ``schema``) with each table named as its shard."""
-    quoted = re.escape(sql.Identifier(schema).as_bytes(None).replace(b"%", b"%%"))
+def on_shards(
+    rendered: bytes, schema: str, shards: Mapping[str, int], *, positional: bool = False
+) -> bytes:
+    """``rendered`` (a statement of ``schema``; ``positional``: its ``Positional`` text,
+    where a % of the schema's name is no longer doubled) with each table named as its
+    shard."""
+    name = sql.Identifier(schema).as_bytes(None)
+    quoted = re.escape(name if positional else name.replace(b"%", b"%%"))
 
     def shard(match: re.Match[bytes]) -> bytes:
         table = match.group(2).decode()
@@ -126,6 +133,7 @@ class Shards:
         self.groups: list[ShardGroup] = []
         self._pools: dict[Node, AsyncConnectionPool[Any]] = {}
         self._texts: dict[tuple[int, int], Positional] = {}
+        self._statements: dict[int, queries.Statements] = {}
         self._on_group: dict[tuple[int, str, int | None], Positional] = {}
         self._next = 0
         self._sessions: dict[str, int] = {}
@@ -141,6 +149,7 @@ class Shards:
         self.groups = groups_of(await cur.fetchall())
         self._by_shard = {group.shards["a2_sessions"]: group.index for group in self.groups}
         self._texts.clear()
+        self._statements.clear()
         self._on_group.clear()
         self._woken.clear()
 
@@ -167,12 +176,24 @@ class Shards:
         """``session_id``'s ``a2_sessions`` shard, if this store has seen it."""
         return self._sessions.get(session_id)
 
+    def statements(self, group: ShardGroup) -> queries.Statements:
+        """The schema's statements (Citus's variants) on ``group``'s shards: what one
+        session's transaction runs on the group's node (``Database.write``)."""
+        found = self._statements.get(group.index)
+        if found is None:
+            shards = group.shards
+            found = queries.Statements(
+                self.schema, "citus", rewrite=lambda text: on_shards(text, self.schema, shards)
+            )
+            self._statements[group.index] = found
+        return found
+
     def on_group(self, group: ShardGroup, statement: Positional) -> Positional:
         """``statement`` (one of the schema's, Citus's variant) on ``group``'s shards."""
         key = (group.index, statement.statement, statement.limit)
         found = self._on_group.get(key)
         if found is None:
-            text = on_shards(statement.text, self.schema, group.shards)
+            text = on_shards(statement.text, self.schema, group.shards, positional=True)
             found = Positional(text, statement.names, statement.statement, statement.limit)
             if len(self._on_group) < 4096:
                 self._on_group[key] = found
@@ -248,6 +269,37 @@ class Shards:
         for pool in self._pools.values():
             await pool.close()
         self._pools.clear()
+
+
+def closed_by_server(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether the server closed an idle connection of a node pool (the node restarted,
+    its backend was terminated), seen at no round trip: its end of file (or the
+    server's last message) waits to be read. These pools never LISTEN, so an idle
+    connection of theirs has nothing else to read."""
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    return bool(readable)
+
+
+@asynccontextmanager
+async def live_connection(
+    pool: AsyncConnectionPool[Any],
+) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A connection of a node pool, past the idle ones the server closed: each is closed
+    and handed back (the pool replaces it), so that no statement is sent on it (a claim
+    is not retried after a lost connection). Not psycopg_pool's ``check``, which sleeps
+    a backoff (a second, then two...) after each connection that fails it."""
+    conn = await pool.getconn()
+    for _ in range(pool.max_size):
+        if conn.closed or not closed_by_server(conn):
+            break
+        await conn.close()
+        await pool.putconn(conn)
+        conn = await pool.getconn()
+    try:
+        async with conn:
+            yield conn
+    finally:
+        await pool.putconn(conn)
 
 
 def parse_nodes(text: str, setting: str) -> frozenset[Node]:

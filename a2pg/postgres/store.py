@@ -398,13 +398,15 @@ class PostgresStore(CheckedStore):
             return await log.append(tx, args, wake, ids)
 
         idempotent = len(args.supplied_ids) == len(args.events)
-        return await self._db.write(body, idempotent=idempotent)
+        return await self._db.write(body, idempotent=idempotent, session=args.session_id)
 
     async def _read(self, args: ReadArgs) -> list[StoredEvent]:
         return await log.read(self._db, args)
 
     async def _wake_log(self, args: WakeLogArgs) -> WakeLogResult:
-        return await self._db.write(lambda tx: log.wake_log(tx, args), idempotent=True)
+        return await self._db.write(
+            lambda tx: log.wake_log(tx, args), idempotent=True, session=args.session_id
+        )
 
     async def _list_cursors(self, session_id: str) -> list[Cursor]:
         return await log.cursors(self._db, session_id)
@@ -421,7 +423,9 @@ class PostgresStore(CheckedStore):
 
     async def _claim_available(self, args: ClaimArgs, wake: Sequence[Consumer]) -> ClaimResult:
         return await self._db.write(
-            lambda tx: claiming.claim_available(tx, args, wake), idempotent=False
+            lambda tx: claiming.claim_available(tx, args, wake),
+            idempotent=False,
+            session=args.session_id,
         )
 
     async def _claim_any(self, args: ClaimAnyArgs) -> list[Head]:
@@ -481,16 +485,24 @@ class PostgresStore(CheckedStore):
         """Runs ``body(tx, fenced)`` as one write: fenced (one round trip) when the batch
         fits the fast path, again judged when a completion missed its fence (the fenced
         try wrote nothing), judged at once otherwise."""
+        sessions = {item.args.completion.session_id for item in items}
+        session = next(iter(sessions)) if len(sessions) == 1 else None
         if items and outcomes.fits_fast_path(items):
             try:
-                return await self._db.write(lambda tx: body(tx, True), idempotent=idempotent)
+                return await self._db.write(
+                    lambda tx: body(tx, True), idempotent=idempotent, session=session
+                )
             except pg.InvalidTextRepresentation as exc:
                 if not outcomes.missed_fence(exc):
                     raise
-        return await self._db.write(lambda tx: body(tx, False), idempotent=idempotent)
+        return await self._db.write(
+            lambda tx: body(tx, False), idempotent=idempotent, session=session
+        )
 
     async def _fail_attempt(self, args: FailArgs) -> FailResult:
-        return await self._db.write(lambda tx: outcomes.fail_attempt(tx, args), idempotent=True)
+        return await self._db.write(
+            lambda tx: outcomes.fail_attempt(tx, args), idempotent=True, session=args.session_id
+        )
 
     async def _dead_letters(self, session_id: str) -> list[Head]:
         return await outcomes.dead_letters(self._db, session_id)
@@ -518,7 +530,9 @@ class PostgresStore(CheckedStore):
         return await snapshots.read_state(self._db, args)
 
     async def _put_snapshots(self, args: PutSnapshotsArgs) -> None:
-        await self._db.write(lambda tx: snapshots.put_snapshots(tx, args), idempotent=True)
+        await self._db.write(
+            lambda tx: snapshots.put_snapshots(tx, args), idempotent=True, session=args.session_id
+        )
 
     # -- clear and reclaim -----------------------------------------------------------------
 

@@ -253,6 +253,7 @@ async def test_a_worker_node_crashed_mid_drain_loses_no_head_and_completes_none_
         async def crash() -> None:
             await drain.crash_now.wait()
             outage["down"] = time.monotonic() - started
+            outage["left"] = 2 * len(on_victim) - sum(s in on_victim for s, _ in drain.completed)
             await asyncio.to_thread(
                 cluster._run, "pg_ctl", "-D", victim.data, "-m", "immediate", "-w", "stop"
             )
@@ -280,7 +281,9 @@ async def test_a_worker_node_crashed_mid_drain_loses_no_head_and_completes_none_
             f" heads whose handler ran twice or more: {sum(n > 1 for n in drain.runs.values())};"
             f" errors: {dict(drain.errors)}"
         )
-        assert drain.errors  # the crash did reach the claimers
+        # The crash came mid-drain: the node still held heads to do. (The claimers may
+        # see no error: a node pool's call waits for a connection through a short outage.)
+        assert outage["left"] > 0
         async with asyncio.timeout(DRAIN_DEADLINE):
             # Every head's output is in the log exactly once, nothing left live...
             done = await outputs(writer, sessions)

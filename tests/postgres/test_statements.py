@@ -95,8 +95,9 @@ def test_every_statement_names_its_schema_and_pg_catalog_functions(
     for name, text in texts.items():
         assert unqualified(text, ODD_SCHEMA) == [], name
     without_tables = {name for name, text in texts.items() if '"Odd ""Schema""".a2_' not in text}
-    # notify_sessions sends the payloads a Citus statement returned, from the coordinator.
-    assert without_tables == {"probe_connected", "server_now", "notify_sessions"}
+    # The Citus-only statements name their table as a parameter (a regclass): notify_sessions
+    # sends the payloads a Citus statement returned, session_shard asks for a session's shard.
+    assert without_tables == {"probe_connected", "server_now", *queries.CITUS_ONLY}
 
 
 def test_statements_are_rendered_once_per_schema() -> None:
