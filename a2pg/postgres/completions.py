@@ -19,6 +19,7 @@ the batch's writes are cut into consecutive plans, sent in order in that same tr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -636,11 +637,26 @@ async def complete_and_claim_on_shards(
         (rest if group is None else by_group.setdefault(group, [])).append(position)
 
     async def judged(positions: list[int]) -> None:
-        if positions:
+        # Session by session, side by side: each in a transaction of its own on its
+        # session's node (one over several sessions would go through the coordinator,
+        # in two-phase commit). A worker's completions need no atomicity across them.
+        by_session: dict[str, list[int]] = {}
+        for position in positions:
+            session_id = items[position].args.completion.session_id
+            by_session.setdefault(session_id, []).append(position)
+
+        async def one(picked: list[int]) -> None:
             for position, result in zip(
-                positions, await judge([items[p] for p in positions]), strict=True
+                picked, await judge([items[p] for p in picked]), strict=True
             ):
                 results[position] = result
+
+        done = await asyncio.gather(
+            *(one(picked) for picked in by_session.values()), return_exceptions=True
+        )
+        for outcome in done:  # all finished first: none left running on a failure
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     await judged(rest)
     completing = {
