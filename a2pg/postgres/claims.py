@@ -27,9 +27,8 @@ from ..models import (
     Settled,
 )
 from . import codec
-from .database import MAX_INDEX, Database, Finish, Tx
+from .database import MAX_INDEX, Database, Finish, OffNode, Tx
 from .log import names_of
-from .on_node import MOVED, write_on_group
 from .shards import Shards
 from .writes import columns, push
 
@@ -138,21 +137,20 @@ async def claim_round(
         room = max(0, args.limit - len(rows))
         statement = shards.statement(group, room)
         completions = pending.get(index, NO_COMPLETIONS)
-        found = await write_on_group(
-            db,
-            shards,
-            group,
-            statement,
-            cycle_params(args, db.now_param(), completions),
-            idempotent=False,
-            declined=declined if completions.count else None,
-        )
-        if found == MOVED:
+        try:
+            found = await db.write_one(
+                statement,
+                cycle_params(args, db.now_param(), completions),
+                idempotent=False,
+                declined=declined if completions.count else None,
+                pool=await shards.pool(group.node),
+            )
+        except OffNode as exc:
             if reloaded:
                 raise StoreUnavailable(
                     message=f"Citus's shard map of schema {shards.schema!r} changed twice "
                     "during one claim (a rebalance is under way?)"
-                )
+                ) from exc
             reloaded = True  # a rebalance moved the shard: read the map again, go on
             await db.load_shards()
             missed |= set(pending)  # their groups are not what they were: not run

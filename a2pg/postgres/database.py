@@ -21,7 +21,6 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, AsyncRawCursor, postgres, sql
-from psycopg import errors as pg
 from psycopg.adapt import Dumper
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
@@ -32,13 +31,17 @@ from . import codec
 from .deadlines import CALL_TIMEOUT, Abandoner, Deadline
 from .errors import CallTimeout, log, retrying
 from .queries import OffGroup, Positional, Statements
-from .shards import ShardGroup, Shards, live_connection
+from .shards import ShardGroup, Shards, live_connection, moved
 from .writes import SessionHead, WritePlan
 
 T = TypeVar("T")
 
 Conn = AsyncConnection[Any]
 Params = dict[str, Any]
+
+Statement = LiteralString | bytes | sql.Composed
+Finish = Callable[[], Awaitable[T]]
+"""What a write transaction computes once committed (it may fetch queued results)."""
 
 
 class OffNode(Exception):
@@ -50,10 +53,6 @@ class OffNode(Exception):
         super().__init__("moved" if moved else "off the shard group")
         self.moved = moved
 
-
-Statement = LiteralString | bytes | sql.Composed
-Finish = Callable[[], Awaitable[T]]
-"""What a write transaction computes once committed (it may fetch queued results)."""
 
 RECONNECT_PROBE = 0.5
 """Seconds between the store's own tries of a lost server while requests wait on the pool."""
@@ -319,10 +318,10 @@ class Database:
     ) -> AsyncIterator[Conn]:
         """A connection of the pool (of ``pool``: a Citus node's, ``live_connection``);
         with ``prepare`` off, psycopg prepares nothing on it (also on a pool passed in,
-        whose connections the store did not make). Under a
-        ``deadline`` the connection is abandoned when it passes, until the pool has it
-        back (see ``deadlines``): what fails then is ``CallTimeout``, which ``retrying``
-        neither retries nor takes for a lost connection."""
+        whose connections the store did not make). Under a ``deadline`` the connection
+        is abandoned when it passes, until the pool has it back (see ``deadlines``):
+        what fails then is ``CallTimeout``, which ``retrying`` neither retries nor takes
+        for a lost connection."""
         try:
             async with self.pool.connection() if pool is None else live_connection(pool) as conn:
                 if deadline is not None:
@@ -409,11 +408,30 @@ class Database:
         idempotent: bool,
         declined: Callable[[psycopg.Error], bool] | None = None,
         pool: AsyncConnectionPool[Any] | None = None,
+        session: str | None = None,
     ) -> list[DictRow] | None:
         """One writing statement on an autocommit connection (retried when transient): its
         rows, or None when it failed with an error ``declined`` recognises (nothing was
-        written: the caller takes its transaction instead). ``pool``: a connection of
-        that pool (a Citus node's) instead of the store's."""
+        written: the caller takes its transaction instead).
+
+        ``pool``: a connection of that pool (a Citus node's, ``statement`` on its shards)
+        instead of the store's; ``OffNode`` when the node does not hold them (any more).
+        ``session``: the one session whose rows ``statement`` reads and writes: on Citus
+        it then runs on the node of the session's shard group, as ``write`` says."""
+        shards = self.shards
+        if session is not None and shards is not None and pool is None:
+            group = await self.session_group(session)
+            if group is not None:
+                try:
+                    return await self.write_one(
+                        shards.on_group(group, statement),
+                        params,
+                        idempotent=idempotent,
+                        declined=declined,
+                        pool=await shards.pool(group.node),
+                    )
+                except OffNode:
+                    await self.load_shards()  # the shard moved: the coordinator knows where
 
         async def run(deadline: Deadline) -> list[DictRow] | None:
             async with self.connection(deadline, pool) as conn:
@@ -422,6 +440,8 @@ class Database:
                 except psycopg.Error as exc:
                     if declined is not None and declined(exc):
                         return None
+                    if pool is not None and moved(exc):
+                        raise OffNode(moved=True) from exc
                     raise
                 rows = await cur.fetchall()
                 if pool is None:
@@ -510,9 +530,9 @@ class Database:
                 except OffGroup as exc:
                     await rollback(conn)
                     raise OffNode(moved=False) from exc
-                except pg.UndefinedTable as exc:
+                except psycopg.Error as exc:
                     await rollback(conn)
-                    if pool is None:
+                    if pool is None or not moved(exc):
                         raise
                     raise OffNode(moved=True) from exc
                 except BaseException:

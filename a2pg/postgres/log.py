@@ -24,7 +24,6 @@ from ..models import AppendResult, Consumer, Cursor, SessionInfo, StoredEvent, W
 from . import codec
 from .database import MAX_INDEX, Database, Finish, Tx, finished
 from .errors import violated
-from .on_node import write_one_of_session
 from .queries import Positional
 from .writes import columns, push
 
@@ -125,13 +124,12 @@ async def append_fresh(
         "supplied": any(item.event.id is not None for item in args.events),
         "trace_parent": args.trace_parent,
     }
-    rows = await write_one_of_session(
-        db,
-        session_id,
+    rows = await db.write_one(
         _statement(db, lanes=lanes, wakes=bool(wakes)),
         params,
         idempotent=len(args.supplied_ids) == len(args.events),
         declined=_declined,
+        session=session_id,
     )
     if rows is None:
         return None

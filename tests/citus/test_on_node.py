@@ -1,5 +1,5 @@
-"""One session's writes on the node of its shard group (``a2pg/postgres/on_node.py``,
-``Database.write``'s ``session``): an append, a completion, a failure run there, not
+"""One session's writes on the node of its shard group (``Database.write`` and
+``write_one`` with a ``session``): an append, a completion, a failure run there, not
 through the coordinator, read back through the coordinator, wake a listener of the
 coordinator, and fall back to the coordinator when the map is stale or a statement
 reads a table outside the group."""
