@@ -137,7 +137,8 @@ class Shards:
         self._on_group: dict[tuple[int, str, int | None], Positional] = {}
         self._next = 0
         self._sessions: dict[str, int] = {}
-        """Session id -> its ``a2_sessions`` shard, for the sessions claims came back from."""
+        """Session id -> its ``a2_sessions`` shard: the sessions claims came back from,
+        and those Citus was asked of (``Database.session_group``)."""
         self._by_shard: dict[int, int] = {}
         self._woken: dict[int, None] = {}
         """Claimable groups a notification named since a claim last ran there, in order."""
@@ -276,7 +277,12 @@ def closed_by_server(conn: psycopg.AsyncConnection[Any]) -> bool:
     its backend was terminated), seen at no round trip: its end of file (or the
     server's last message) waits to be read. These pools never LISTEN, so an idle
     connection of theirs has nothing else to read."""
-    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    fd = conn.pgconn.socket
+    if hasattr(select, "poll"):  # select.select refuses descriptors past FD_SETSIZE
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)
     return bool(readable)
 
 

@@ -97,12 +97,6 @@ def parse_notification(payload: str, max_length: int) -> tuple[str, int | None] 
     return session_id, shard if type(shard) is int else None
 
 
-def session_of(payload: str, max_length: int) -> str | None:
-    """The session a notification names (see ``parse_notification``)."""
-    parsed = parse_notification(payload, max_length)
-    return None if parsed is None else parsed[0]
-
-
 class Listener:
     """Feeds this store's streams and wakeups (``feed``); owns the LISTEN connection."""
 

@@ -16,12 +16,7 @@ from psycopg.conninfo import make_conninfo
 
 from a2pg import NewEvent
 from a2pg.postgres import PostgresStore
-from a2pg.postgres.streams import (
-    MAX_CHANNEL_BYTES,
-    channel_name,
-    parse_notification,
-    session_of,
-)
+from a2pg.postgres.streams import MAX_CHANNEL_BYTES, channel_name, parse_notification
 from tests.postgres.support import TIMEOUT, work
 
 HUGE_HEAD = 2**63 - 1
@@ -113,13 +108,13 @@ async def test_malformed_payloads_and_absurd_ids_are_ignored(
 
 
 def test_a_payload_names_a_session_and_nothing_else_counts() -> None:
-    assert session_of('{"session_id": "s", "head": 5}', 256) == "s"
-    assert session_of('{"session_id": "s"}', 256) == "s"
-    assert session_of('{"session_id": "s", "head": "junk"}', 256) == "s"
+    assert parse_notification('{"session_id": "s", "head": 5}', 256) == ("s", None)
+    assert parse_notification('{"session_id": "s"}', 256) == ("s", None)
+    assert parse_notification('{"session_id": "s", "head": "junk"}', 256) == ("s", None)
     for payload in ("", "x", "[]", "1", '{"session_id": 1}', '{"session_id": ""}', '{"s": 1}'):
-        assert session_of(payload, 256) is None, payload
-    assert session_of(json.dumps({"session_id": "x" * 257}), 256) is None
-    assert session_of('{"a": ' + "[" * 3900 + "]" * 3900 + "}", 256) is None
+        assert parse_notification(payload, 256) is None, payload
+    assert parse_notification(json.dumps({"session_id": "x" * 257}), 256) is None
+    assert parse_notification('{"a": ' + "[" * 3900 + "]" * 3900 + "}", 256) is None
 
 
 def test_a_payload_may_name_its_shard_and_a_forged_one_is_dropped() -> None:
