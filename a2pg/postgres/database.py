@@ -38,7 +38,6 @@ T = TypeVar("T")
 
 Conn = AsyncConnection[Any]
 Params = dict[str, Any]
-
 Statement = LiteralString | bytes | sql.Composed
 Finish = Callable[[], Awaitable[T]]
 """What a write transaction computes once committed (it may fetch queued results)."""
@@ -382,9 +381,13 @@ class Database:
         committed statement hold."""
         payloads = self._payloads(rows)
         if payloads:
-            sessions = f"{sql.Identifier(self.statements.schema).as_string(None)}.a2_sessions"
-            params = {"channel": self.channel, "payloads": payloads, "sessions": sessions}
-            await execute(conn, self.query("notify_sessions"), params)
+            await self._send(conn, payloads)
+
+    async def _send(self, conn: Conn, payloads: list[str]) -> None:
+        assert self.shards is not None  # payloads come from Citus's statements alone
+        params = {"channel": self.channel, "payloads": payloads,
+                  "sessions": self.shards.sessions_table}  # fmt: skip
+        await execute(conn, self.query("notify_sessions"), params)
 
     async def run(
         self, statement: Statement, params: Params, *, idempotent: bool = True
@@ -447,8 +450,7 @@ class Database:
                 if pool is None:
                     await self._notify(conn, rows)
                     return rows
-            if self._payloads(rows):
-                await self._notify_committed(deadline, rows)
+            await self._notify_committed(deadline, rows)
             return rows
 
         return await self._call(run, idempotent=idempotent)
@@ -457,9 +459,12 @@ class Database:
         """Sends from the coordinator the notifications of a statement a node committed.
         A failure here is logged, not raised: the write stands (a retry would run it
         twice), and listeners find its work when they next poll."""
+        payloads = self._payloads(rows)
+        if not payloads:
+            return
         try:
             async with self.connection(deadline) as conn:
-                await self._notify(conn, rows)
+                await self._send(conn, payloads)
         except psycopg.Error as exc:
             log.warning(
                 "a2pg sent no notification of a write a Citus node committed (listeners "
@@ -527,22 +532,18 @@ class Database:
                         except Exception:
                             await drain_pipeline(conn, pipeline)
                             raise
-                except OffGroup as exc:
+                except BaseException as exc:
                     await rollback(conn)
-                    raise OffNode(moved=False) from exc
-                except psycopg.Error as exc:
-                    await rollback(conn)
-                    if pool is None or not moved(exc):
-                        raise
-                    raise OffNode(moved=True) from exc
-                except BaseException:
-                    await rollback(conn)
+                    if isinstance(exc, OffGroup):
+                        raise OffNode(moved=False) from exc
+                    if pool is not None and isinstance(exc, psycopg.Error) and moved(exc):
+                        raise OffNode(moved=True) from exc
                     raise
                 value = await finish()
                 notified = [] if tx.notify is None else await tx.notify.fetchall()
                 if pool is None:
                     await self._notify(conn, notified)
-            if pool is not None and self._payloads(notified):
+            if pool is not None:
                 await self._notify_committed(deadline, notified)
             appended = () if tx.plan is None else sorted(tx.plan.appended)
             self._announce(appended, [*tx.work, *(row["session_id"] for row in notified)])
@@ -557,10 +558,8 @@ class Database:
         assert shards is not None
         shard = shards.shard_of(session_id)
         if shard is None:
-            table = f"{sql.Identifier(shards.schema).as_string(None)}.a2_sessions"
-            [row] = await self.run(
-                self.query("session_shard"), {"sessions": table, "session_id": session_id}
-            )
+            params = {"sessions": shards.sessions_table, "session_id": session_id}
+            [row] = await self.run(self.query("session_shard"), params)
             shard = int(row["shard"])
             shards.remember(session_id, shard)
         return shards.group_of_shard(shard)

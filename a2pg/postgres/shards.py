@@ -126,6 +126,8 @@ class Shards:
         nodes: frozenset[Node] | None = None,
     ) -> None:
         self.schema = schema
+        self.sessions_table = f"{sql.Identifier(schema).as_string(None)}.a2_sessions"
+        """``a2_sessions`` as Citus's functions take it (a regclass's text)."""
         self.nodes = nodes
         """The nodes whose groups this store claims from (``claim_nodes``); None: all."""
         self._conninfo = conninfo
@@ -156,11 +158,9 @@ class Shards:
 
     def saw(self, group: ShardGroup, rows: Sequence[Mapping[str, Any]]) -> None:
         """Notes the sessions of heads claimed in ``group``: their completions can go there."""
-        if len(self._sessions) > SESSIONS_KEPT:
-            self._sessions.clear()
         shard = group.shards["a2_sessions"]
         for row in rows:
-            self._sessions[row["session_id"]] = shard
+            self.remember(row["session_id"], shard)
 
     def group_of_shard(self, shard: int) -> ShardGroup | None:
         """The group of an ``a2_sessions`` shard, if the map has it."""
@@ -168,7 +168,7 @@ class Shards:
         return None if index is None else self.groups[index]
 
     def remember(self, session_id: str, shard: int) -> None:
-        """Notes ``session_id``'s ``a2_sessions`` shard (Citus's answer: it never changes)."""
+        """Notes ``session_id``'s ``a2_sessions`` shard (it never changes)."""
         if len(self._sessions) > SESSIONS_KEPT:
             self._sessions.clear()
         self._sessions[session_id] = shard

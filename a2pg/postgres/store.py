@@ -485,8 +485,10 @@ class PostgresStore(CheckedStore):
         """Runs ``body(tx, fenced)`` as one write: fenced (one round trip) when the batch
         fits the fast path, again judged when a completion missed its fence (the fenced
         try wrote nothing), judged at once otherwise."""
-        sessions = {item.args.completion.session_id for item in items}
-        session = next(iter(sessions)) if len(sessions) == 1 else None
+        session = None  # on Citus, a batch of one session runs on its node
+        if self._db.shards is not None:
+            sessions = {item.args.completion.session_id for item in items}
+            session = next(iter(sessions)) if len(sessions) == 1 else None
         if items and outcomes.fits_fast_path(items):
             try:
                 return await self._db.write(

@@ -424,8 +424,8 @@ select s.session_id,
 
 -- name: session_shard
 -- On Citus, the shard of `a2_sessions` that holds (or will hold) a session's row, from
--- Citus's metadata on the coordinator: the store runs that session's one-statement
--- writes on the node of its shard group (a2pg/postgres/on_node.py).
+-- Citus's metadata on the coordinator: the store runs that session's writes on the node
+-- of its shard group (Database.session_group).
 select pg_catalog.get_shard_id_for_distribution_column(%(sessions)s::text::regclass,
                                                        %(session_id)s::text) as shard;
 
